@@ -1,0 +1,542 @@
+// Package cluster starts a real, local Kubernetes control plane on the
+// loopback interface for end-to-end tests.
+//
+// It runs prebuilt binaries (etcd, kube-apiserver and, for workloads,
+// kube-controller-manager, kube-scheduler and kwok) found in a bin
+// directory. Every process writes its log to <WorkDir>/<name>.log and is
+// started in its own process group with a parent-death signal, so nothing
+// outlives the process that started it.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// BinDirEnv is the environment variable that names the directory holding
+// the control-plane binaries when Options.BinDir is empty.
+const BinDirEnv = "SHARDKEEPER_BIN_DIR"
+
+// AdminUser is the name of the user that Config authenticates as; it is a
+// member of the system:masters group.
+const AdminUser = "shardkeeper-admin"
+
+// Timeouts of the start-up phases. They only bound the wait: a process that
+// dies early fails the start at once.
+const (
+	etcdReadyTimeout      = 60 * time.Second
+	apiServerReadyTimeout = 120 * time.Second
+	workloadsReadyTimeout = 120 * time.Second
+	pollInterval          = 200 * time.Millisecond
+)
+
+// Options configures Start.
+type Options struct {
+	// BinDir is the directory holding etcd, kube-apiserver,
+	// kube-controller-manager, kube-scheduler, kwok and kwok-stages/.
+	// Empty means the value of $SHARDKEEPER_BIN_DIR.
+	BinDir string
+	// WorkDir holds etcd data, certificates, logs and kubeconfigs. Empty
+	// means a new temporary directory, removed again by Stop.
+	WorkDir string
+	// Workloads also starts kube-controller-manager, kube-scheduler and
+	// kwok with one fake Node, so that Deployments get Pods that become
+	// Ready.
+	Workloads bool
+	// Logf, if set, receives progress messages.
+	Logf func(format string, args ...any)
+}
+
+// Cluster is a running local control plane. Its methods are safe for
+// concurrent use.
+type Cluster struct {
+	binDir     string
+	workDir    string
+	ownWorkDir bool
+	workloads  bool
+	logf       func(format string, args ...any)
+
+	adminToken     string
+	apiServerPort  int
+	host           string
+	caData         []byte
+	kubeconfigPath string
+	cfg            *rest.Config
+
+	mu      sync.Mutex
+	procs   []*process
+	stopped bool
+	stopErr error
+}
+
+// Start starts etcd and kube-apiserver (and, with opts.Workloads, the
+// components that run workloads) and returns once the API server is ready.
+// With Workloads it also waits until the fake Node is Ready and untainted
+// and the default ServiceAccount exists in the default namespace. ctx bounds
+// the start-up only; the processes keep running until Stop. On error
+// everything that was started is stopped again; a temporary work directory
+// is then kept, with the logs, and named in the error.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	c, err := newCluster(opts)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if err := c.start(ctx); err != nil {
+		if c.ownWorkDir {
+			// Keep the logs for a look at what went wrong.
+			c.ownWorkDir = false
+			err = fmt.Errorf("%w (work directory %s kept)", err, c.workDir)
+		}
+		if stopErr := c.Stop(); stopErr != nil {
+			return nil, errors.Join(err, fmt.Errorf("stop after failed start: %w", stopErr))
+		}
+		return nil, err
+	}
+	c.logf("cluster: ready in %s (api server %s, work dir %s)", time.Since(began).Round(time.Millisecond), c.host, c.workDir)
+	return c, nil
+}
+
+func newCluster(opts Options) (*Cluster, error) {
+	c := &Cluster{workloads: opts.Workloads, logf: opts.Logf}
+	if c.logf == nil {
+		c.logf = func(string, ...any) {}
+	}
+
+	c.binDir = opts.BinDir
+	if c.binDir == "" {
+		c.binDir = os.Getenv(BinDirEnv)
+	}
+	if c.binDir == "" {
+		return nil, fmt.Errorf("no bin directory: set Options.BinDir or $%s", BinDirEnv)
+	}
+	abs, err := filepath.Abs(c.binDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve bin directory %q: %w", c.binDir, err)
+	}
+	c.binDir = abs
+	needed := []string{"etcd", "kube-apiserver"}
+	if opts.Workloads {
+		needed = append(needed, "kube-controller-manager", "kube-scheduler", "kwok")
+	}
+	for _, name := range needed {
+		st, err := os.Stat(filepath.Join(c.binDir, name))
+		if err != nil {
+			return nil, fmt.Errorf("binary %s: %w", name, err)
+		}
+		if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return nil, fmt.Errorf("binary %s in %s is not an executable file", name, c.binDir)
+		}
+	}
+	if opts.Workloads {
+		if _, err := kwokStageFiles(c.binDir); err != nil {
+			return nil, err
+		}
+	}
+
+	if opts.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "shardkeeper-cluster-")
+		if err != nil {
+			return nil, fmt.Errorf("create work directory: %w", err)
+		}
+		c.workDir = dir
+		c.ownWorkDir = true
+	} else {
+		abs, err := filepath.Abs(opts.WorkDir)
+		if err != nil {
+			return nil, fmt.Errorf("resolve work directory %q: %w", opts.WorkDir, err)
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("create work directory: %w", err)
+		}
+		c.workDir = abs
+	}
+	return c, nil
+}
+
+// start brings the processes up, in order.
+func (c *Cluster) start(ctx context.Context) error {
+	// Etcd client and peer, API server, and with workloads
+	// controller-manager, scheduler and kwok.
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	etcdPort, peerPort := ports[0], ports[1]
+	c.apiServerPort = ports[2]
+	c.host = "https://127.0.0.1:" + strconv.Itoa(c.apiServerPort)
+
+	token, err := randomToken()
+	if err != nil {
+		return err
+	}
+	c.adminToken = token
+	tokenFile := filepath.Join(c.workDir, "tokens.csv")
+	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, AdminUser, AdminUser)
+	if err := os.WriteFile(tokenFile, []byte(line), 0o600); err != nil {
+		return fmt.Errorf("write token file: %w", err)
+	}
+	saKey := filepath.Join(c.workDir, "sa.key")
+	if err := writeRSAKey(saKey); err != nil {
+		return err
+	}
+	certDir := filepath.Join(c.workDir, "certs")
+	if err := os.MkdirAll(certDir, 0o755); err != nil {
+		return fmt.Errorf("create cert directory: %w", err)
+	}
+
+	// etcd.
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	etcd := newProcess("etcd", filepath.Join(c.binDir, "etcd"), c.workDir, []string{
+		"--name=default",
+		"--data-dir=" + filepath.Join(c.workDir, "etcd"),
+		"--listen-client-urls=" + etcdURL,
+		"--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=default=" + peerURL,
+		"--quota-backend-bytes=8589934592",
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	})
+	c.logf("cluster: starting etcd on %s", etcdURL)
+	if err := c.launch(etcd); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, etcdReadyTimeout, "etcd health", etcd, func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, plainHTTPClient, etcdURL+"/health", "")
+	}); err != nil {
+		return err
+	}
+
+	// kube-apiserver.
+	apiServer := newProcess("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), c.workDir, []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(c.apiServerPort),
+		"--cert-dir=" + certDir,
+		"--token-auth-file=" + tokenFile,
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + saKey,
+		"--service-account-signing-key-file=" + saKey,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		"--enable-priority-and-fairness=false",
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+	})
+	c.logf("cluster: starting kube-apiserver on %s", c.host)
+	if err := c.launch(apiServer); err != nil {
+		return err
+	}
+	if err := c.waitAPIServer(ctx, apiServer); err != nil {
+		return err
+	}
+	if err := c.loadAdminConfig(certDir); err != nil {
+		return err
+	}
+
+	if c.workloads {
+		if err := c.startWorkloads(ctx, saKey, certDir, ports[3], ports[4], ports[5]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitAPIServer waits until /readyz answers 200 with the admin token.
+func (c *Cluster) waitAPIServer(ctx context.Context, p *process) error {
+	return waitFor(ctx, apiServerReadyTimeout, "kube-apiserver /readyz", p, func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, insecureHTTPClient, c.host+"/readyz", c.adminToken)
+	})
+}
+
+// loadAdminConfig reads the serving certificate the API server generated,
+// builds the admin rest.Config and writes the admin kubeconfig.
+func (c *Cluster) loadAdminConfig(certDir string) error {
+	ca, err := os.ReadFile(filepath.Join(certDir, "apiserver.crt"))
+	if err != nil {
+		return fmt.Errorf("read api server certificate: %w", err)
+	}
+	c.caData = ca
+	c.cfg = &rest.Config{
+		Host:            c.host,
+		BearerToken:     c.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
+		QPS:             100,
+		Burst:           200,
+		Timeout:         30 * time.Second,
+	}
+
+	c.kubeconfigPath = filepath.Join(c.workDir, "admin.kubeconfig")
+	if err := os.WriteFile(c.kubeconfigPath, kubeconfigYAML(c.host, ca, c.adminToken), 0o600); err != nil {
+		return fmt.Errorf("write admin kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// launch starts p and records it so that Stop will end it.
+func (c *Cluster) launch(p *process) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("cluster is stopped")
+	}
+	if err := p.start(); err != nil {
+		return err
+	}
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// Config returns a copy of the admin rest.Config; the admin user is in the
+// system:masters group.
+func (c *Cluster) Config() *rest.Config {
+	return rest.CopyConfig(c.cfg)
+}
+
+// ConfigFor returns a copy of the admin config that impersonates user with
+// the given groups. A service-account user name such as
+// "system:serviceaccount:ns:name" also gets the service-account groups.
+func (c *Cluster) ConfigFor(user string, groups ...string) *rest.Config {
+	cfg := c.Config()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append([]string(nil), groups...)}
+	return cfg
+}
+
+// KubeconfigPath returns the path of the admin kubeconfig under the work
+// directory.
+func (c *Cluster) KubeconfigPath() string {
+	return c.kubeconfigPath
+}
+
+// WorkDir returns the directory holding the cluster's state and logs.
+func (c *Cluster) WorkDir() string {
+	return c.workDir
+}
+
+// LogPath returns the path of the log file of the named process, such as
+// "kube-apiserver".
+func (c *Cluster) LogPath(name string) string {
+	return filepath.Join(c.workDir, name+".log")
+}
+
+// Stop stops all processes, last started first, each with SIGTERM and then
+// SIGKILL after a grace period. A temporary work directory created by Start
+// is removed. Stop is idempotent: later calls return the first result.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return c.stopErr
+	}
+	c.stopped = true
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		if err := p.stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.procs = nil
+	if c.ownWorkDir {
+		if err := os.RemoveAll(c.workDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove work directory: %w", err))
+		}
+	}
+	c.stopErr = errors.Join(errs...)
+	c.logf("cluster: stopped")
+	return c.stopErr
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again with the same
+// flags, port and certificates, and waits until it is ready. Clients keep
+// working with the same configs afterwards.
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("restart kube-apiserver: cluster is stopped")
+	}
+	var p *process
+	for _, q := range c.procs {
+		if q.name == "kube-apiserver" {
+			p = q
+		}
+	}
+	if p == nil {
+		return errors.New("restart kube-apiserver: not running")
+	}
+	c.logf("cluster: restarting kube-apiserver")
+	if err := p.stop(); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	if err := p.start(); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	if err := c.waitAPIServer(ctx, p); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// waitFor polls cond until it returns true, the timeout passes, ctx ends or
+// p exits. Errors from cond are retried; the last one is reported on
+// timeout.
+func waitFor(ctx context.Context, timeout time.Duration, what string, p *process, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	var lastErr error
+	for {
+		if p != nil {
+			if done, _ := p.exited(); done {
+				return fmt.Errorf("waiting for %s: %w", what, p.exitError())
+			}
+		}
+		ok, err := cond(ctx)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("waiting for %s", what)
+			if lastErr != nil {
+				msg += fmt.Sprintf(" (last error: %v)", lastErr)
+			}
+			if p != nil {
+				msg += fmt.Sprintf("; log %s ends with:\n%s", p.logPath, p.logTail())
+			}
+			return fmt.Errorf("%s: %w", msg, ctx.Err())
+		case <-ticker.C:
+		}
+	}
+}
+
+var (
+	plainHTTPClient    = &http.Client{Timeout: 5 * time.Second}
+	insecureHTTPClient = &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			// Only used to probe /readyz before the generated certificate
+			// has been read.
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback readiness probe
+		},
+	}
+)
+
+// httpOK reports whether a GET of url answers 200.
+func httpOK(ctx context.Context, client *http.Client, url, token string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, fmt.Errorf("build request: %w", err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return true, nil
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			return nil, fmt.Errorf("find a free port: unexpected address %v", l.Addr())
+		}
+		ports = append(ports, addr.Port)
+	}
+	return ports, nil
+}
+
+// randomToken returns a random bearer token.
+func randomToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// writeRSAKey writes a new RSA private key in PEM form, used to sign and
+// verify service-account tokens.
+func writeRSAKey(path string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return fmt.Errorf("generate service-account key: %w", err)
+	}
+	block := &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return fmt.Errorf("write service-account key: %w", err)
+	}
+	return nil
+}
+
+// kubeconfigYAML renders a kubeconfig for the admin user.
+func kubeconfigYAML(server string, ca []byte, token string) []byte {
+	return fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters:
+- name: shardkeeper-e2e
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: %s
+  user:
+    token: %s
+contexts:
+- name: shardkeeper-e2e
+  context:
+    cluster: shardkeeper-e2e
+    user: %s
+    namespace: default
+current-context: shardkeeper-e2e
+`, server, base64.StdEncoding.EncodeToString(ca), AdminUser, token, AdminUser)
+}

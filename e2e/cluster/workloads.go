@@ -1,0 +1,197 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// FakeNodeName is the name of the Node that kwok simulates when
+// Options.Workloads is set.
+const FakeNodeName = "kwok-node-0"
+
+// Controllers is the --controllers list given to kube-controller-manager.
+const Controllers = "deployment,replicaset,garbagecollector,serviceaccount,serviceaccount-token"
+
+// kwokStages are the stage files expected in <BinDir>/kwok-stages/.
+var kwokStages = []string{"node-initialize.yaml", "pod-ready.yaml", "pod-complete.yaml", "pod-delete.yaml"}
+
+// kwokStageFiles returns the paths of the kwok stage files, checking that
+// they exist.
+func kwokStageFiles(binDir string) ([]string, error) {
+	paths := make([]string, 0, len(kwokStages))
+	for _, name := range kwokStages {
+		p := filepath.Join(binDir, "kwok-stages", name)
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("kwok stage file: %w", err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// startWorkloads starts kube-controller-manager, kube-scheduler and kwok,
+// creates the fake Node and waits until workloads can run.
+func (c *Cluster) startWorkloads(ctx context.Context, saKey, certDir string, kcmPort, schedPort, kwokPort int) error {
+	kubeconfig := c.kubeconfigPath
+	stages, err := kwokStageFiles(c.binDir)
+	if err != nil {
+		return err
+	}
+
+	kcm := newProcess("kube-controller-manager", filepath.Join(c.binDir, "kube-controller-manager"), c.workDir, []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + Controllers,
+		"--service-account-private-key-file=" + saKey,
+		"--root-ca-file=" + filepath.Join(certDir, "apiserver.crt"),
+		"--use-service-account-credentials=false",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(kcmPort),
+		"--cert-dir=" + filepath.Join(c.workDir, "kcm-certs"),
+		"--profiling=false",
+	})
+	sched := newProcess("kube-scheduler", filepath.Join(c.binDir, "kube-scheduler"), c.workDir, []string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(schedPort),
+		"--cert-dir=" + filepath.Join(c.workDir, "scheduler-certs"),
+		"--profiling=false",
+	})
+	kwok := newProcess("kwok", filepath.Join(c.binDir, "kwok"), c.workDir, []string{
+		"--kubeconfig=" + kubeconfig,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.244.0.0/16",
+		"--node-ip=10.240.0.1",
+		"--server-address=127.0.0.1:" + strconv.Itoa(kwokPort),
+		"--config=" + strings.Join(stages, ","),
+	})
+	for _, p := range []*process{kcm, sched, kwok} {
+		c.logf("cluster: starting %s", p.name)
+		if err := c.launch(p); err != nil {
+			return err
+		}
+	}
+
+	client, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return fmt.Errorf("build client: %w", err)
+	}
+	if err := createFakeNode(ctx, client); err != nil {
+		return err
+	}
+
+	// Any of the three dying is fatal; watch the one most likely to fail
+	// for each condition and check the others on the way.
+	alive := func() error {
+		for _, p := range []*process{kcm, sched, kwok} {
+			if done, _ := p.exited(); done {
+				return p.exitError()
+			}
+		}
+		return nil
+	}
+
+	c.logf("cluster: waiting for node %s to become Ready", FakeNodeName)
+	stableChecks := 0
+	if err := waitFor(ctx, workloadsReadyTimeout, "fake node Ready and untainted", kwok, func(ctx context.Context) (bool, error) {
+		if err := alive(); err != nil {
+			return false, err
+		}
+		ok, err := nodeReadyUntainted(ctx, client)
+		if !ok {
+			stableChecks = 0
+			return false, err
+		}
+		// Require the node to stay untainted for a few polls, in case
+		// something re-adds a taint.
+		stableChecks++
+		return stableChecks >= 3, nil
+	}); err != nil {
+		return err
+	}
+
+	c.logf("cluster: waiting for the default ServiceAccount")
+	return waitFor(ctx, workloadsReadyTimeout, "ServiceAccount default/default", kcm, func(ctx context.Context) (bool, error) {
+		if err := alive(); err != nil {
+			return false, err
+		}
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("get ServiceAccount default/default: %w", err)
+		}
+		return true, nil
+	})
+}
+
+// createFakeNode creates the Node that kwok manages.
+func createFakeNode(ctx context.Context, client kubernetes.Interface) error {
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(32, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(256<<30, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(1000, resource.DecimalSI),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: FakeNodeName,
+			Annotations: map[string]string{
+				"kwok.x-k8s.io/node": "fake",
+			},
+			Labels: map[string]string{
+				"type":                   "kwok",
+				"kubernetes.io/hostname": FakeNodeName,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+			},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    resources,
+			Allocatable: resources.DeepCopy(),
+		},
+	}
+	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create node %s: %w", FakeNodeName, err)
+	}
+	return nil
+}
+
+// nodeReadyUntainted reports whether the fake Node is Ready and has no
+// taints, removing the taints once it is Ready. The API server adds a
+// node.kubernetes.io/not-ready taint on creation that only the node
+// lifecycle controller would remove, and that controller is not run.
+func nodeReadyUntainted(ctx context.Context, client kubernetes.Interface) (bool, error) {
+	node, err := client.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("get node %s: %w", FakeNodeName, err)
+	}
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return false, fmt.Errorf("node %s is not Ready yet", FakeNodeName)
+	}
+	if len(node.Spec.Taints) == 0 {
+		return true, nil
+	}
+	patch := []byte(`{"spec":{"taints":null}}`)
+	if _, err := client.CoreV1().Nodes().Patch(ctx, FakeNodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return false, fmt.Errorf("remove taints of node %s: %w", FakeNodeName, err)
+	}
+	return false, fmt.Errorf("node %s still had taints %v", FakeNodeName, node.Spec.Taints)
+}

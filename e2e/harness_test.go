@@ -1,0 +1,485 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/shardkeeper/shardkeeper/e2e/cluster"
+	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+var (
+	env  *cluster.Cluster
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+)
+
+var (
+	gitRepos     = schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "gitrepos"}
+	helmOps      = schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "helmops"}
+	helmReleases = schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}
+	crdResource  = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var err error
+	env, err = cluster.Start(ctx, cluster.Options{Workloads: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		return 1
+	}
+	defer env.Stop()
+	kube = kubernetes.NewForConfigOrDie(env.Config())
+	dyn = dynamic.NewForConfigOrDie(env.Config())
+	// HelmReleases' CRD is installed by the tests that need it, to show a
+	// kind whose CRD arrives late is picked up without a restart.
+	for _, gvr := range []schema.GroupVersionResource{gitRepos, helmOps} {
+		if err := installCRD(ctx, gvr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// installCRD creates a minimal CRD for gvr: shardkeeper reads metadata only.
+func installCRD(ctx context.Context, gvr schema.GroupVersionResource) error {
+	kind := map[string]string{"gitrepos": "GitRepo", "helmops": "HelmOp", "helmreleases": "HelmRelease"}[gvr.Resource]
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": gvr.Resource + "." + gvr.Group},
+		"spec": map[string]any{
+			"group": gvr.Group,
+			"scope": "Namespaced",
+			"names": map[string]any{"plural": gvr.Resource, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
+			"versions": []any{map[string]any{
+				"name": gvr.Version, "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+	_, err := dyn.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating CRD %s: %w", gvr.Resource, err)
+	}
+	// Wait until it is served.
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("CRD %s not served in time", gvr.Resource)
+}
+
+// daemon is a shardkeeper process run from the binary under test.
+type daemon struct {
+	t    *testing.T
+	args []string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startDaemon(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, args: args, log: filepath.Join(t.TempDir(), "shardkeeper.log")}
+	d.start()
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(d.log)
+			t.Logf("shardkeeper log:\n%s", tail(string(b), 80))
+		}
+	})
+	return d
+}
+
+func (d *daemon) start() {
+	d.t.Helper()
+	bin := os.Getenv("SHARDKEEPER_BINARY")
+	if bin == "" {
+		d.t.Fatal("SHARDKEEPER_BINARY is not set; run the e2e tests with `make test-e2e`")
+	}
+	f, err := os.OpenFile(d.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	args := append([]string{"--kubeconfig", env.KubeconfigPath(), "--log-level", "debug"}, d.args...)
+	d.cmd = exec.Command(bin, args...)
+	d.cmd.Stdout, d.cmd.Stderr = f, f
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.done = make(chan struct{})
+	go func() { _ = d.cmd.Wait(); f.Close(); close(d.done) }()
+}
+
+// stop ends the daemon with SIGTERM, as Kubernetes does.
+func (d *daemon) stop() {
+	if d.cmd == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+	d.cmd = nil
+}
+
+// logCount counts the log lines containing s.
+func (d *daemon) logCount(s string) int {
+	f, err := os.Open(d.log)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			n++
+		}
+	}
+	return n
+}
+
+func tail(s string, lines int) string {
+	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// eventually retries cond until it returns nil or the timeout passes. The
+// timeouts are generous: they bound a hang, they do not measure speed.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = cond(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// holds checks that cond stays true for a while: it is how a test shows
+// that something does not happen.
+func holds(t *testing.T, period time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(period)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// scenario is one test's namespaces, sources and ConfigMap.
+type scenario struct {
+	t        *testing.T
+	ctx      context.Context
+	fleetNS  string
+	fluxNS   string
+	cmName   string
+	daemon   *daemon
+	mu       sync.Mutex
+	deletion map[string]bool
+}
+
+func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
+	t.Helper()
+	ctx := context.Background()
+	s := &scenario{t: t, ctx: ctx, fleetNS: name + "-fleet", fluxNS: name + "-flux", cmName: "shardkeeper"}
+	for _, ns := range []string{s.fleetNS, s.fluxNS} {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "default ServiceAccount in "+ns, func() error {
+			_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+			return err
+		})
+	}
+	for _, d := range []*appsv1.Deployment{fixture.FleetController(s.fleetNS), fixture.Gitjob(s.fleetNS), fixture.HelmOps(s.fleetNS), fixture.HelmController(s.fluxNS, fluxAware)} {
+		d.Spec.Template.Spec.ServiceAccountName = ""
+		if _, err := kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func (s *scenario) args(extra ...string) []string {
+	return append([]string{"--namespace", s.fleetNS, "--configmap", s.cmName, "--preset", "fleet,flux",
+		"--fleet-namespace", s.fleetNS, "--flux-namespace", s.fluxNS}, extra...)
+}
+
+func (s *scenario) start(extra ...string) {
+	s.daemon = startDaemon(s.t, s.args(extra...)...)
+}
+
+func (s *scenario) createConfigMap(shards string) {
+	s.t.Helper()
+	_, err := kube.CoreV1().ConfigMaps(s.fleetNS).Create(s.ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: s.cmName},
+		Data:       map[string]string{"shards": shards},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// patch is `kubectl patch configmap --type merge -p PATCH`.
+func (s *scenario) patch(patch string) {
+	s.t.Helper()
+	if _, err := kube.CoreV1().ConfigMaps(s.fleetNS).Patch(s.ctx, s.cmName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *scenario) setShards(shards string) {
+	s.t.Helper()
+	b, _ := json.Marshal(map[string]any{"data": map[string]string{"shards": shards}})
+	s.patch(string(b))
+}
+
+// shardDeployments returns the managed Deployments by name, in both namespaces.
+func (s *scenario) deployments() map[string]*appsv1.Deployment {
+	s.t.Helper()
+	out := map[string]*appsv1.Deployment{}
+	for _, ns := range []string{s.fleetNS, s.fluxNS} {
+		list, err := kube.AppsV1().Deployments(ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for i := range list.Items {
+			d := &list.Items[i]
+			out[d.Name] = d
+		}
+	}
+	return out
+}
+
+// clones lists the Deployment names a shard should have.
+func clones(ids ...string) []string {
+	var out []string
+	for _, id := range ids {
+		for _, src := range []string{"fleet-controller", "gitjob", "helmops", "helm-controller"} {
+			out = append(out, src+"-shard-"+id)
+		}
+	}
+	return out
+}
+
+// waitShards waits until exactly the given shards have Deployments, all Available.
+func (s *scenario) waitShards(ids ...string) {
+	s.t.Helper()
+	want := map[string]bool{}
+	for _, n := range clones(ids...) {
+		want[n] = true
+	}
+	eventually(s.t, 90*time.Second, fmt.Sprintf("shards %v running", ids), func() error {
+		got := s.deployments()
+		for n := range want {
+			d, ok := got[n]
+			if !ok {
+				return fmt.Errorf("%s missing", n)
+			}
+			if d.Status.AvailableReplicas < 1 || d.Status.ObservedGeneration < d.Generation {
+				return fmt.Errorf("%s not available yet", n)
+			}
+		}
+		for n, d := range got {
+			if strings.Contains(n, "-shard-") && d.Labels["app.kubernetes.io/managed-by"] == "shardkeeper" && !want[n] {
+				return fmt.Errorf("%s still exists", n)
+			}
+		}
+		return nil
+	})
+}
+
+// events returns the messages of the Events with reason on the ConfigMap.
+func (s *scenario) events(reason string) []string {
+	s.t.Helper()
+	list, err := kube.CoreV1().Events(s.fleetNS).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == s.cmName && e.InvolvedObject.Kind == "ConfigMap" && e.Reason == reason {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+func (s *scenario) waitEvent(reason, contains string) {
+	s.t.Helper()
+	eventually(s.t, 60*time.Second, "Event "+reason+" with "+contains, func() error {
+		for _, m := range s.events(reason) {
+			if strings.Contains(m, contains) {
+				return nil
+			}
+		}
+		return fmt.Errorf("not found among %q", s.events(reason))
+	})
+}
+
+// status reads the status ConfigMap.
+func (s *scenario) status() status.Status {
+	s.t.Helper()
+	cm, err := kube.CoreV1().ConfigMaps(s.fleetNS).Get(s.ctx, s.cmName+"-status", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return status.Status{}
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return status.Decode(cm.Data)
+}
+
+func (s *scenario) shardState(id string) string {
+	for _, sh := range s.status().Shards {
+		if sh.ID == id {
+			return sh.State
+		}
+	}
+	return ""
+}
+
+func (s *scenario) waitState(id, state string) {
+	s.t.Helper()
+	eventually(s.t, 60*time.Second, "shard "+id+" "+state, func() error {
+		if got := s.shardState(id); got != state {
+			return fmt.Errorf("state %q", got)
+		}
+		return nil
+	})
+}
+
+// object creates a mapped object (GitRepo, HelmOp, HelmRelease) in the fleet namespace.
+func (s *scenario) object(gvr schema.GroupVersionResource, name, label, shard string, finalizers ...string) {
+	s.t.Helper()
+	kind := map[string]string{"gitrepos": "GitRepo", "helmops": "HelmOp", "helmreleases": "HelmRelease"}[gvr.Resource]
+	meta := map[string]any{"name": name, "labels": map[string]any{label: shard},
+		// Real objects carry a large last-applied annotation; the daemon must not keep it.
+		"annotations": map[string]any{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 2048)}}
+	if len(finalizers) > 0 {
+		fs := make([]any, len(finalizers))
+		for i, f := range finalizers {
+			fs[i] = f
+		}
+		meta["finalizers"] = fs
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gvr.GroupVersion().String(), "kind": kind, "metadata": meta, "spec": map[string]any{},
+	}}
+	if _, err := dyn.Resource(gvr).Namespace(s.fleetNS).Create(s.ctx, obj, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *scenario) relabel(gvr schema.GroupVersionResource, name, label, shard string) {
+	s.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, label, shard)
+	if _, err := dyn.Resource(gvr).Namespace(s.fleetNS).Patch(s.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// snapshot records the resourceVersion of every Deployment, ConfigMap and
+// Event in the scenario's namespaces: equal snapshots mean no write.
+func (s *scenario) snapshot() map[string]string {
+	s.t.Helper()
+	out := map[string]string{}
+	for _, ns := range []string{s.fleetNS, s.fluxNS} {
+		ds, err := kube.AppsV1().Deployments(ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, d := range ds.Items {
+			out["deployment/"+ns+"/"+d.Name] = d.ResourceVersion
+		}
+		cms, err := kube.CoreV1().ConfigMaps(ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, c := range cms.Items {
+			out["configmap/"+ns+"/"+c.Name] = c.ResourceVersion
+		}
+		evs, err := kube.CoreV1().Events(ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.Source.Component == "shardkeeper" {
+				out["event/"+ns+"/"+e.Name] = e.ResourceVersion
+			}
+		}
+	}
+	return out
+}
+
+// waitQuiet waits until nothing in the scenario's namespaces has changed
+// for a few seconds: the rollouts are done and the status is written.
+func (s *scenario) waitQuiet() {
+	s.t.Helper()
+	last := s.snapshot()
+	stableSince := time.Now()
+	eventually(s.t, 2*time.Minute, "namespaces quiet", func() error {
+		now := s.snapshot()
+		if !maps.Equal(now, last) {
+			last, stableSince = now, time.Now()
+		}
+		if time.Since(stableSince) < 3*time.Second {
+			return fmt.Errorf("changed %s ago", time.Since(stableSince).Round(time.Millisecond))
+		}
+		return nil
+	})
+}

@@ -1,0 +1,213 @@
+// Command shardkeeper keeps the per-shard controller Deployments of Fleet
+// and Flux in step with a ConfigMap that lists the shard IDs, and refuses to
+// delete a shard that still has objects mapped to it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rancher/lasso/pkg/cache"
+	"github.com/rancher/lasso/pkg/controller"
+	"github.com/rancher/wrangler/v3/pkg/generated/controllers/apps"
+	appscontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/apps/v1"
+	"github.com/rancher/wrangler/v3/pkg/generated/controllers/core"
+	"github.com/rancher/wrangler/v3/pkg/kubeconfig"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/shardset"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/version"
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	if err := run(); err != nil {
+		logrus.WithError(err).Error("shardkeeper failed")
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	defaultNS := os.Getenv("POD_NAMESPACE")
+	if defaultNS == "" {
+		defaultNS = "cattle-fleet-system"
+	}
+	var (
+		kubeconfigPath = flag.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else the in-cluster config)")
+		namespace      = flag.String("namespace", defaultNS, "namespace of the shard ConfigMap (default $POD_NAMESPACE, else cattle-fleet-system)")
+		configMap      = flag.String("configmap", "shardkeeper", "name of the shard ConfigMap; its status goes to <name>-status")
+		presets        = flag.String("preset", source.PresetFleet, "controllers cloned for every shard: fleet, flux, or fleet,flux; empty for none")
+		fleetNS        = flag.String("fleet-namespace", "cattle-fleet-system", "namespace of Fleet's fleet-controller, gitjob and helmops")
+		fluxNS         = flag.String("flux-namespace", "flux-system", "namespace of Flux's helm-controller")
+		qps            = flag.Float64("kube-api-qps", 50, "client requests per second to the API server")
+		burst          = flag.Int("kube-api-burst", 100, "client request burst to the API server")
+		logLevel       = flag.String("log-level", "info", "log level: debug, info, warn, error")
+		logFormat      = flag.String("log-format", "text", "log format: text or json")
+		showVersion    = flag.Bool("version", false, "print the version and exit")
+		custom, mapKs  listFlag
+	)
+	flag.Var(&custom, "source", "another controller to clone, repeatable: NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...")
+	flag.Var(&mapKs, "mapped-kind", "a kind whose label maps objects to shards, repeatable: RESOURCE.VERSION.GROUP=LABEL (default: the presets' kinds)")
+	flag.Parse()
+
+	if *showVersion {
+		fmt.Println(version.Version)
+		return nil
+	}
+	if err := setupLogging(*logLevel, *logFormat); err != nil {
+		return err
+	}
+	set, err := source.Build(source.Options{
+		Presets:        strings.Split(*presets, ","),
+		FleetNamespace: *fleetNS,
+		FluxNamespace:  *fluxNS,
+		Custom:         custom,
+		Mapped:         mapKs,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := kubeconfig.GetNonInteractiveClientConfig(*kubeconfigPath).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	cfg.UserAgent = "shardkeeper/" + version.Version
+
+	ref := types.NamespacedName{Namespace: *namespace, Name: *configMap}
+	cmGVK := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+
+	// One controller factory per namespace: the daemon's rights are Roles in
+	// those namespaces, so every informer is namespaced.
+	factories := map[string]controller.SharedControllerFactory{}
+	factoryFor := func(ns string) (controller.SharedControllerFactory, error) {
+		if f, ok := factories[ns]; ok {
+			return f, nil
+		}
+		opts := &cache.SharedCacheFactoryOptions{DefaultNamespace: ns, KindTweakList: map[schema.GroupVersionKind]cache.TweakListOptionsFunc{}}
+		if ns == ref.Namespace {
+			opts.KindTweakList[cmGVK] = func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.Name).String()
+			}
+		}
+		f, err := controller.NewSharedControllerFactoryFromConfigWithOptions(cfg, scheme.Scheme, &controller.SharedControllerFactoryOptions{CacheOptions: opts})
+		if err != nil {
+			return nil, fmt.Errorf("controller factory for %s: %w", ns, err)
+		}
+		factories[ns] = f
+		return f, nil
+	}
+
+	cmFactory, err := factoryFor(ref.Namespace)
+	if err != nil {
+		return err
+	}
+	coreFactory, err := core.NewFactoryFromConfigWithOptions(cfg, &core.FactoryOptions{SharedControllerFactory: cmFactory})
+	if err != nil {
+		return fmt.Errorf("core factory: %w", err)
+	}
+	configMaps := coreFactory.Core().V1().ConfigMap()
+
+	deployments := map[string]appscontrollers.DeploymentController{}
+	for _, ns := range set.Namespaces() {
+		f, err := factoryFor(ns)
+		if err != nil {
+			return err
+		}
+		af, err := apps.NewFactoryFromConfigWithOptions(cfg, &apps.FactoryOptions{SharedControllerFactory: f})
+		if err != nil {
+			return fmt.Errorf("apps factory: %w", err)
+		}
+		deployments[ns] = af.Apps().V1().Deployment()
+	}
+
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(ref.Namespace)})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
+
+	tracker := mapped.New(meta, disc, set.Mapped, shardset.MappedChanged(configMaps, ref))
+	shardset.Register(ctx, shardset.Options{ConfigMap: ref, Sources: set.Sources}, configMaps, configMaps, deployments, tracker, recorder)
+
+	if err := tracker.Start(ctx); err != nil {
+		return err
+	}
+	// Every namespace's cache is filled before any handler runs: a
+	// reconcile that saw one namespace's Deployments and not another's
+	// would report shards as half there.
+	for ns, f := range factories {
+		if err := f.SharedCacheFactory().Start(ctx); err != nil {
+			return fmt.Errorf("starting caches in %s: %w", ns, err)
+		}
+	}
+	for _, f := range factories {
+		f.SharedCacheFactory().WaitForCacheSync(ctx)
+	}
+	for ns, f := range factories {
+		if err := f.Start(ctx, 1); err != nil {
+			return fmt.Errorf("starting controllers in %s: %w", ns, err)
+		}
+	}
+	logrus.WithFields(logrus.Fields{"configmap": ref.String(), "version": version.Version, "sources": len(set.Sources), "mappedKinds": len(set.Mapped)}).Info("shardkeeper started")
+	<-ctx.Done()
+	logrus.Info("shutting down")
+	time.Sleep(100 * time.Millisecond) // let the event broadcaster flush
+	return nil
+}
+
+func setupLogging(level, format string) error {
+	l, err := logrus.ParseLevel(level)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logrus.SetLevel(l)
+	switch format {
+	case "text":
+		logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	case "json":
+		logrus.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return fmt.Errorf("--log-format %q: want text or json", format)
+	}
+	return nil
+}

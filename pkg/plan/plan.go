@@ -1,0 +1,391 @@
+// Package plan decides, from the parsed ConfigMap and what the caches hold,
+// which shard Deployments to create, update or delete, which shards are
+// blocked, and what the status says. It reads nothing and writes nothing.
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/shardkeeper/shardkeeper/pkg/render"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+)
+
+// Shard states shown in the status.
+const (
+	// StateActive: the shard is configured and its Deployments are rendered.
+	StateActive = "Active"
+	// StateBlocked: the shard was removed from the list, but objects are
+	// still mapped to it, so its Deployments are kept.
+	StateBlocked = "Blocked"
+	// StateWaiting: the shard was removed from the list, and its deletion
+	// waits until the mapped-object caches have synced.
+	StateWaiting = "Waiting"
+	// StateConflict: a Deployment with a shard Deployment's name exists but
+	// is not managed by shardkeeper.
+	StateConflict = "Conflict"
+)
+
+// SampleSize is how many mapped objects a message names.
+const SampleSize = 5
+
+// Mapped is the view of the mapped-object caches that the decisions need.
+type Mapped interface {
+	// Synced reports whether every mapped kind whose CRD exists is cached.
+	Synced() bool
+	// Counts returns the number of objects of each kind mapped to shard.
+	Counts(shard string) map[string]int
+	// Sample returns up to n "kind namespace/name" of objects mapped to shard.
+	Sample(shard string, n int) []string
+	// Shards returns every shard ID that some object carries.
+	Shards() []string
+}
+
+// SourceState is a source and its live Deployment (nil when absent).
+type SourceState struct {
+	Source source.Source
+	Live   *appsv1.Deployment
+}
+
+// Input is everything a decision depends on.
+type Input struct {
+	// Config is the parsed ConfigMap.
+	Config shardconfig.Config
+	// Sources are the configured sources with their live Deployments.
+	Sources []SourceState
+	// Deployments are the cached Deployments in the sources' namespaces,
+	// keyed "namespace/name".
+	Deployments map[string]*appsv1.Deployment
+	// Mapped counts the objects mapped to each shard.
+	Mapped Mapped
+	// ForceDeleted are shards this process force-deleted; a force-delete
+	// entry naming one of them is a leftover to tidy, not a mistake.
+	ForceDeleted map[string]bool
+	// ConfigMap is the shard ConfigMap, for the commands that messages quote.
+	ConfigMap types.NamespacedName
+}
+
+// ActionKind is what to do with one Deployment.
+type ActionKind string
+
+// Action kinds.
+const (
+	Create  ActionKind = "create"
+	Update  ActionKind = "update"
+	Replace ActionKind = "replace"
+	Delete  ActionKind = "delete"
+)
+
+// Action is one write to the cluster.
+type Action struct {
+	Kind  ActionKind
+	Shard string
+	// Deployment is the rendered Deployment (create, update, replace) or
+	// the existing one (delete).
+	Deployment *appsv1.Deployment
+	// Existing is the Deployment being updated or replaced.
+	Existing *appsv1.Deployment
+}
+
+// Removal is a shard whose Deployments are deleted in this plan.
+type Removal struct {
+	Shard  string
+	Forced bool
+	// Mapped are the objects left behind by a forced deletion, per kind.
+	Mapped map[string]int
+	Sample []string
+}
+
+// ShardStatus is one shard's line in the status.
+type ShardStatus struct {
+	ID          string         `json:"id"`
+	State       string         `json:"state"`
+	Ready       int            `json:"ready"`
+	Desired     int            `json:"desired"`
+	Mapped      map[string]int `json:"mapped,omitempty"`
+	Message     string         `json:"message,omitempty"`
+	Deployments []string       `json:"-"`
+}
+
+// Unknown is a shard ID that objects carry but no shard has.
+type Unknown struct {
+	Shard  string
+	Count  int
+	Sample []string
+}
+
+// Plan is the outcome of a decision.
+type Plan struct {
+	Actions  []Action
+	Removals []Removal
+	// Shards is the status, sorted by ID; removed shards are absent.
+	Shards []ShardStatus
+	// Force is the force-delete annotation as it should be after the plan
+	// is carried out, and ForceChanged whether it differs.
+	Force        shardconfig.Force
+	ForceChanged bool
+	// Conflicts are "namespace/name" of unmanaged Deployments in the way.
+	Conflicts []string
+	// NotShardAware are sources that would also reconcile sharded objects.
+	NotShardAware []string
+	// RenderErrors are sources that could not be rendered.
+	RenderErrors []string
+	// Unknown are shard IDs on objects that no shard serves.
+	Unknown []Unknown
+}
+
+// InForce returns the shards that have managed Deployments, with those
+// Deployments, derived from the cluster so a restart resumes where it stopped.
+func InForce(sources []SourceState, deployments map[string]*appsv1.Deployment) map[string][]*appsv1.Deployment {
+	out := map[string][]*appsv1.Deployment{}
+	for _, s := range sources {
+		prefix := s.Source.Name + "-shard-"
+		for _, d := range deployments {
+			if d.Namespace != s.Source.Namespace || !render.IsManaged(d) || !strings.HasPrefix(d.Name, prefix) {
+				continue
+			}
+			id := strings.TrimPrefix(d.Name, prefix)
+			if shardconfig.ValidateID(id) != nil {
+				continue
+			}
+			out[id] = append(out[id], d)
+		}
+	}
+	for _, ds := range out {
+		sort.Slice(ds, func(i, j int) bool { return ds[i].Namespace+"/"+ds[i].Name < ds[j].Namespace+"/"+ds[j].Name })
+	}
+	return out
+}
+
+// ValidateForce checks the force-delete annotation against the shards that
+// exist: naming a shard that is neither listed nor running is a mistake
+// (a typo would otherwise wait, armed, for a later shard of that name).
+func ValidateForce(in Input, inForce map[string][]*appsv1.Deployment) error {
+	desired := in.Config.IDs()
+	var unknown []string
+	for _, id := range in.Config.Force.IDs {
+		if !desired[id] && len(inForce[id]) == 0 && !in.ForceDeleted[id] {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("annotation %s names %s, which is neither listed nor running; remove it from the annotation",
+			shardconfig.ForceDeleteAnnotation, strings.Join(quoteAll(unknown), ", "))
+	}
+	return nil
+}
+
+// Decide computes the plan for a valid configuration.
+func Decide(in Input) (Plan, error) {
+	inForce := InForce(in.Sources, in.Deployments)
+	if err := ValidateForce(in, inForce); err != nil {
+		return Plan{}, err
+	}
+	var p Plan
+	desired := in.Config.IDs()
+
+	for _, s := range in.Sources {
+		if s.Live != nil && s.Source.RequiredArg != "" && !render.HasArg(s.Source, s.Live, s.Source.RequiredArg) {
+			p.NotShardAware = append(p.NotShardAware, s.Source.Key())
+		}
+	}
+
+	renderFailed := map[string]bool{}
+	for _, shard := range in.Config.Shards {
+		st := ShardStatus{ID: shard.ID, State: StateActive}
+		var conflicts []string
+		for _, s := range in.Sources {
+			if s.Live == nil {
+				continue
+			}
+			st.Desired++
+			name := s.Source.CloneName(shard.ID)
+			st.Deployments = append(st.Deployments, s.Source.Namespace+"/"+name)
+			existing := in.Deployments[s.Source.Namespace+"/"+name]
+			if existing != nil && !render.IsManaged(existing) {
+				conflicts = append(conflicts, existing.Namespace+"/"+existing.Name)
+				continue
+			}
+			rendered, err := render.Render(s.Source, s.Live, shard)
+			if err != nil {
+				if !renderFailed[s.Source.Key()] {
+					renderFailed[s.Source.Key()] = true
+					p.RenderErrors = append(p.RenderErrors, err.Error())
+				}
+				continue
+			}
+			switch {
+			case existing == nil:
+				p.Actions = append(p.Actions, Action{Kind: Create, Shard: shard.ID, Deployment: rendered})
+			case existing.DeletionTimestamp != nil:
+				// Being deleted (a replace in progress, or by hand): it is
+				// created again once it is gone.
+			case render.SelectorChanged(rendered, existing):
+				p.Actions = append(p.Actions, Action{Kind: Replace, Shard: shard.ID, Deployment: rendered, Existing: existing})
+			case !render.UpToDate(rendered, existing):
+				p.Actions = append(p.Actions, Action{Kind: Update, Shard: shard.ID, Deployment: rendered, Existing: existing})
+				if Ready(existing) {
+					st.Ready++
+				}
+			default:
+				if Ready(existing) {
+					st.Ready++
+				}
+			}
+		}
+		if len(conflicts) > 0 {
+			st.State = StateConflict
+			st.Message = fmt.Sprintf("Deployment %s exists but is not managed by shardkeeper; it is left alone. Delete it, or label it %s=%s to hand it over",
+				strings.Join(conflicts, ", "), render.ManagedByLabel, render.ManagedByValue)
+			p.Conflicts = append(p.Conflicts, conflicts...)
+		}
+		st.Mapped = nonZero(in.Mapped.Counts(shard.ID))
+		p.Shards = append(p.Shards, st)
+	}
+
+	synced := in.Mapped.Synced()
+	force := in.Config.Force
+	var consumed []string
+	for _, id := range sortedKeys(inForce) {
+		if desired[id] {
+			continue
+		}
+		deps := inForce[id]
+		counts := nonZero(in.Mapped.Counts(id))
+		st := ShardStatus{ID: id, Mapped: counts, Desired: len(deps)}
+		for _, d := range deps {
+			st.Deployments = append(st.Deployments, d.Namespace+"/"+d.Name)
+			if Ready(d) {
+				st.Ready++
+			}
+		}
+		switch {
+		case !synced:
+			st.State = StateWaiting
+			st.Message = "removal waits until the mapped-object caches have synced"
+			p.Shards = append(p.Shards, st)
+			continue
+		case total(counts) > 0 && !force.Allows(id):
+			st.State = StateBlocked
+			st.Message = BlockedMessage(in.ConfigMap, id, counts, in.Mapped.Sample(id, SampleSize))
+			p.Shards = append(p.Shards, st)
+			continue
+		}
+		r := Removal{Shard: id}
+		if total(counts) > 0 {
+			r.Forced = true
+			r.Mapped = counts
+			r.Sample = in.Mapped.Sample(id, SampleSize)
+		}
+		if force.Allows(id) {
+			consumed = append(consumed, id)
+		}
+		p.Removals = append(p.Removals, r)
+		for _, d := range deps {
+			if d.DeletionTimestamp == nil {
+				p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Deployment: d})
+			}
+		}
+	}
+	for _, id := range force.IDs {
+		if !desired[id] && len(inForce[id]) == 0 {
+			consumed = append(consumed, id) // a leftover of an earlier forced deletion
+		}
+	}
+	// "*" is consumed as soon as it could act, so that it never waits,
+	// armed, for a later removal.
+	consumeAll := force.All && synced
+	p.Force = force.Without(consumed, consumeAll)
+	p.ForceChanged = p.Force.String() != force.String()
+
+	known := map[string]bool{}
+	for id := range desired {
+		known[id] = true
+	}
+	for id := range inForce {
+		known[id] = true
+	}
+	for _, id := range in.Mapped.Shards() {
+		if known[id] {
+			continue
+		}
+		p.Unknown = append(p.Unknown, Unknown{Shard: id, Count: total(in.Mapped.Counts(id)), Sample: in.Mapped.Sample(id, SampleSize)})
+	}
+	sort.Slice(p.Unknown, func(i, j int) bool { return p.Unknown[i].Shard < p.Unknown[j].Shard })
+	sort.Slice(p.Shards, func(i, j int) bool { return p.Shards[i].ID < p.Shards[j].ID })
+	sort.Strings(p.Conflicts)
+	return p, nil
+}
+
+// BlockedMessage says why a shard's deletion is blocked and how to force it.
+func BlockedMessage(cm types.NamespacedName, id string, counts map[string]int, sample []string) string {
+	return fmt.Sprintf("shard %s was removed from the list but %s are still mapped to it (%s); its Deployments are kept. "+
+		"Relabel or delete those objects and the shard is deleted by itself, or force it with: kubectl -n %s annotate configmap %s %s=%s",
+		id, FormatCounts(counts), strings.Join(sample, ", "), cm.Namespace, cm.Name, shardconfig.ForceDeleteAnnotation, id)
+}
+
+// FormatCounts renders per-kind counts as "2 gitrepos, 1 helmreleases".
+func FormatCounts(counts map[string]int) string {
+	var parts []string
+	for _, k := range sortedKeys(counts) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	if len(parts) == 0 {
+		return "no objects"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Ready reports whether a Deployment has rolled out its current spec and
+// all its replicas are available.
+func Ready(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas >= want && s.AvailableReplicas >= want
+}
+
+func total(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+func nonZero(counts map[string]int) map[string]int {
+	var out map[string]int
+	for k, v := range counts {
+		if v > 0 {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package render
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+)
+
+func sources(t *testing.T, presets ...string) map[string]source.Source {
+	t.Helper()
+	set, err := source.Build(source.Options{Presets: presets, FleetNamespace: "cattle-fleet-system", FluxNamespace: "flux-system"})
+	require.NoError(t, err)
+	out := map[string]source.Source{}
+	for _, s := range set.Sources {
+		out[s.Name] = s
+	}
+	return out
+}
+
+func TestRenderFleetController(t *testing.T) {
+	src := sources(t, "fleet")["fleet-controller"]
+	live := fixture.FleetController("cattle-fleet-system")
+	d, err := Render(src, live, shardconfig.Shard{ID: "shard1"})
+	require.NoError(t, err)
+
+	assert.Equal(t, "fleet-controller-shard-shard1", d.Name)
+	assert.Equal(t, "cattle-fleet-system", d.Namespace)
+	assert.Equal(t, ManagedByValue, d.Labels[ManagedByLabel])
+	assert.Equal(t, "shard1", d.Labels[ShardLabel])
+	assert.NotContains(t, d.Labels, "helm.sh/chart")
+	assert.NotContains(t, d.Annotations, "meta.helm.sh/release-name")
+	assert.Equal(t, map[string]string{ControllerLabel: "fleet-controller", ShardLabel: "shard1"}, d.Spec.Selector.MatchLabels)
+
+	pod := d.Spec.Template
+	assert.Equal(t, "shard1", pod.Labels[source.FleetShardIDLabel])
+	assert.NotContains(t, pod.Labels, source.FleetShardDefaultLabel)
+	for k, v := range d.Spec.Selector.MatchLabels {
+		assert.Equal(t, v, pod.Labels[k], "selector must match the pod template")
+	}
+	require.Len(t, pod.Spec.Containers, 1, "cleanup and agent-management containers stay with the unsharded pod")
+	assert.Equal(t, "fleet-controller", pod.Spec.Containers[0].Name)
+	assert.Equal(t, []string{"fleetcontroller", "--disable-metrics", "--shard-id=shard1"}, pod.Spec.Containers[0].Args)
+
+	// The live source is not modified.
+	assert.Len(t, live.Spec.Template.Spec.Containers, 3)
+	assert.Equal(t, "true", live.Spec.Template.Labels[source.FleetShardDefaultLabel])
+}
+
+func TestRenderGitjobPlacement(t *testing.T) {
+	src := sources(t, "fleet")["gitjob"]
+	live := fixture.Gitjob("cattle-fleet-system")
+	live.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux", "pool": "default"}
+	shard := shardconfig.Shard{
+		ID:           "eu",
+		Replicas:     ptr.To[int32](3),
+		NodeSelector: map[string]string{"pool": "eu"},
+		Tolerations:  []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "eu", Effect: corev1.TaintEffectNoSchedule}},
+		Resources:    &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+	}
+	d, err := Render(src, live, shard)
+	require.NoError(t, err)
+	assert.Equal(t, int32(3), *d.Spec.Replicas)
+	pod := d.Spec.Template.Spec
+	assert.Equal(t, map[string]string{"kubernetes.io/os": "linux", "pool": "eu"}, pod.NodeSelector)
+	assert.Len(t, pod.Tolerations, 1)
+	c := pod.Containers[0]
+	assert.Equal(t, "1Gi", c.Resources.Limits.Memory().String())
+	assert.Equal(t, []string{"fleetcontroller", "gitjob", "--gitjob-image", "rancher/fleet:v0.13.0", "--shard-id=eu", `--shard-node-selector={"pool":"eu"}`}, c.Args)
+
+	// Rendering twice gives the same hash; another setting another hash.
+	again, err := Render(src, live, shard)
+	require.NoError(t, err)
+	assert.Equal(t, d.Annotations[SpecHashAnnotation], again.Annotations[SpecHashAnnotation])
+	shard.Replicas = ptr.To[int32](2)
+	other, err := Render(src, live, shard)
+	require.NoError(t, err)
+	assert.NotEqual(t, d.Annotations[SpecHashAnnotation], other.Annotations[SpecHashAnnotation])
+}
+
+func TestRenderFlux(t *testing.T) {
+	src := sources(t, "flux")["helm-controller"]
+	live := fixture.HelmController("flux-system", true)
+	assert.True(t, HasArg(src, live, src.RequiredArg))
+	assert.False(t, HasArg(src, fixture.HelmController("flux-system", false), src.RequiredArg))
+
+	d, err := Render(src, live, shardconfig.Shard{ID: "s1"})
+	require.NoError(t, err)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	assert.Contains(t, args, "--watch-label-selector=sharding.fluxcd.io/key=s1")
+	assert.NotContains(t, args, "--watch-label-selector=!sharding.fluxcd.io/key")
+	assert.Equal(t, "helm-controller-shard-s1", d.Name)
+}
+
+func TestRenderErrors(t *testing.T) {
+	src := sources(t, "fleet")["helmops"]
+	_, err := Render(src, nil, shardconfig.Shard{ID: "a"})
+	assert.ErrorContains(t, err, "not found")
+
+	live := fixture.HelmOps("ns")
+	live.Spec.Template.Spec.Containers[0].Name = "renamed"
+	_, err = Render(src, live, shardconfig.Shard{ID: "a"})
+	assert.ErrorContains(t, err, `no container "helmops"`)
+}
+
+func TestSetFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		arg  string
+		want []string
+	}{
+		{nil, "--shard-id=a", []string{"--shard-id=a"}},
+		{[]string{"x", "--shard-id=old", "y"}, "--shard-id=a", []string{"x", "y", "--shard-id=a"}},
+		{[]string{"x", "--shard-id", "old", "y"}, "--shard-id=a", []string{"x", "y", "--shard-id=a"}},
+		{[]string{"--shard-id", "--other"}, "--shard-id=a", []string{"--other", "--shard-id=a"}},
+		{[]string{"--shard-idx=1"}, "--shard-id=a", []string{"--shard-idx=1", "--shard-id=a"}},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, SetFlag(tt.args, tt.arg))
+	}
+}
+
+func TestUpToDate(t *testing.T) {
+	src := sources(t, "fleet")["fleet-controller"]
+	d, err := Render(src, fixture.FleetController("ns"), shardconfig.Shard{ID: "a"})
+	require.NoError(t, err)
+
+	existing := d.DeepCopy()
+	// What the API server adds does not count as drift.
+	existing.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
+	existing.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	existing.Labels["extra"] = "x"
+	assert.True(t, UpToDate(d, existing))
+
+	scaled := existing.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](5)
+	assert.False(t, UpToDate(d, scaled), "a hand edit of replicas is drift")
+
+	edited := existing.DeepCopy()
+	edited.Spec.Template.Spec.Containers[0].Image = "evil:latest"
+	assert.False(t, UpToDate(d, edited), "a hand edit of the image is drift")
+
+	stale := existing.DeepCopy()
+	stale.Annotations[SpecHashAnnotation] = "old"
+	assert.False(t, UpToDate(d, stale))
+
+	unlabelled := existing.DeepCopy()
+	delete(unlabelled.Labels, ShardLabel)
+	assert.False(t, UpToDate(d, unlabelled))
+
+	assert.False(t, SelectorChanged(d, existing))
+	handed := existing.DeepCopy()
+	handed.Spec.Selector.MatchLabels = map[string]string{"app": "fleet-controller"}
+	assert.True(t, SelectorChanged(d, handed))
+}

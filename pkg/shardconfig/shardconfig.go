@@ -1,0 +1,337 @@
+// Package shardconfig parses and validates the shardkeeper ConfigMap: the
+// list of shard IDs in data.shards and the force-delete annotation.
+//
+// Parsing is all-or-nothing: a value either yields a complete, valid Config
+// or an error that says what to fix, so a bad edit can never be mistaken for
+// an empty shard list.
+package shardconfig
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// ShardsKey is the ConfigMap data key that lists the shards.
+	ShardsKey = "shards"
+	// ForceDeleteAnnotation lists shard IDs (or "*") whose deletion may go
+	// ahead although objects are still mapped to them.
+	ForceDeleteAnnotation = "shardkeeper.io/force-delete"
+	// ForceAll in the force-delete annotation forces every pending removal.
+	ForceAll = "*"
+
+	// MaxShards bounds the shard list: every shard costs one Deployment per
+	// source controller, and a typo such as a pasted object list must not
+	// turn into thousands of Deployments.
+	MaxShards = 500
+	// MaxValueBytes bounds data.shards before it is parsed at all.
+	MaxValueBytes = 256 * 1024
+	// MaxIDLength keeps "<source>-shard-<id>" a valid Deployment name and
+	// the ID a valid label value.
+	MaxIDLength = 40
+	// MaxReplicas bounds a shard's replica count.
+	MaxReplicas = 100
+)
+
+// Shard is one configured shard and the placement settings an operator may
+// set for it. Nothing else is accepted per shard: whoever may edit the
+// ConfigMap must not gain the power to change what the controllers run.
+type Shard struct {
+	// ID is the shard ID, the value of the objects' shard label.
+	ID string `json:"id"`
+	// NodeSelector is merged over the source's pod node selector.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations are appended to the source's pod tolerations.
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Resources replace the resources of the shard's controller container.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// Replicas overrides the source's replica count.
+	Replicas *int32 `json:"replicas,omitempty"`
+}
+
+// Config is a parsed, valid shardkeeper ConfigMap.
+type Config struct {
+	// Shards in the order they were listed, IDs unique.
+	Shards []Shard
+	// Force is the parsed force-delete annotation.
+	Force Force
+}
+
+// IDs returns the configured shard IDs as a set.
+func (c Config) IDs() map[string]bool {
+	ids := make(map[string]bool, len(c.Shards))
+	for _, s := range c.Shards {
+		ids[s.ID] = true
+	}
+	return ids
+}
+
+// Force is the set of shards whose deletion is forced.
+type Force struct {
+	// All is set by "*".
+	All bool
+	// IDs are the named shards, sorted.
+	IDs []string
+}
+
+// Allows reports whether the deletion of shard id is forced.
+func (f Force) Allows(id string) bool {
+	if f.All {
+		return true
+	}
+	for _, x := range f.IDs {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Empty reports whether nothing is forced.
+func (f Force) Empty() bool { return !f.All && len(f.IDs) == 0 }
+
+// String renders the annotation value for f.
+func (f Force) String() string {
+	parts := append([]string(nil), f.IDs...)
+	if f.All {
+		parts = append([]string{ForceAll}, parts...)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Without returns f less the given IDs; consumed reports whether "*" goes too.
+func (f Force) Without(ids []string, consumeAll bool) Force {
+	drop := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		drop[id] = true
+	}
+	out := Force{All: f.All && !consumeAll}
+	for _, id := range f.IDs {
+		if !drop[id] {
+			out.IDs = append(out.IDs, id)
+		}
+	}
+	return out
+}
+
+// ErrMissingShards is returned when the ConfigMap has no shards key. It is
+// not an empty list: a missing key must never read as "delete every shard".
+var ErrMissingShards = errors.New(`the ConfigMap has no "shards" key; set data.shards to a list of shard IDs, e.g. "shard0,shard1"`)
+
+// Parse validates a ConfigMap's data, binaryData and annotations and returns
+// the shard configuration, or an error that names the problem.
+func Parse(data map[string]string, binaryData map[string][]byte, annotations map[string]string) (Config, error) {
+	if _, ok := binaryData[ShardsKey]; ok {
+		return Config{}, fmt.Errorf(`"shards" must be in data, not binaryData`)
+	}
+	value, ok := data[ShardsKey]
+	if !ok {
+		return Config{}, ErrMissingShards
+	}
+	shards, err := ParseShards(value)
+	if err != nil {
+		return Config{}, err
+	}
+	force, err := ParseForce(annotations[ForceDeleteAnnotation])
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{Shards: shards, Force: force}, nil
+}
+
+// ParseShards parses the value of data.shards: either IDs separated by
+// commas, spaces or newlines, or a YAML list whose items are IDs or shard
+// objects.
+func ParseShards(value string) ([]Shard, error) {
+	if len(value) > MaxValueBytes {
+		return nil, fmt.Errorf("shards: value is %d bytes, more than the %d allowed", len(value), MaxValueBytes)
+	}
+	trimmed := strings.TrimSpace(value)
+	if trimmed == "" {
+		return nil, errors.New(`shards: the list is empty; to remove every shard, list none explicitly with "[]"`)
+	}
+	var shards []Shard
+	var err error
+	if strings.HasPrefix(trimmed, "-") || strings.HasPrefix(trimmed, "[") {
+		shards, err = parseYAML(trimmed)
+	} else {
+		shards, err = parseList(trimmed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := validateShards(shards); err != nil {
+		return nil, err
+	}
+	return shards, nil
+}
+
+func parseList(value string) ([]Shard, error) {
+	fields := strings.FieldsFunc(value, func(r rune) bool {
+		return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r'
+	})
+	if len(fields) > MaxShards {
+		return nil, fmt.Errorf("shards: %d shards listed, at most %d are allowed", len(fields), MaxShards)
+	}
+	shards := make([]Shard, 0, len(fields))
+	for _, f := range fields {
+		shards = append(shards, Shard{ID: f})
+	}
+	return shards, nil
+}
+
+// rawItem accepts a bare ID or a shard object, so that both forms can be
+// mixed in one YAML list.
+type rawItem struct {
+	shard Shard
+}
+
+func (r *rawItem) UnmarshalJSON(b []byte) error {
+	var id string
+	if err := yaml.Unmarshal(b, &id); err == nil {
+		r.shard = Shard{ID: id}
+		return nil
+	}
+	return yaml.UnmarshalStrict(b, &r.shard)
+}
+
+func parseYAML(value string) ([]Shard, error) {
+	// A coarse count before decoding keeps a list of millions of items from
+	// being built only to be rejected.
+	if n := strings.Count(value, "\n-") + 1; n > 4*MaxShards {
+		return nil, fmt.Errorf("shards: about %d items listed, at most %d are allowed", n, MaxShards)
+	}
+	var raw []rawItem
+	if err := yaml.UnmarshalStrict([]byte(value), &raw); err != nil {
+		return nil, fmt.Errorf("shards: not a valid YAML list of shard IDs or shard objects {id, nodeSelector, tolerations, resources, replicas}: %w", err)
+	}
+	if len(raw) > MaxShards {
+		return nil, fmt.Errorf("shards: %d shards listed, at most %d are allowed", len(raw), MaxShards)
+	}
+	shards := make([]Shard, 0, len(raw))
+	for _, r := range raw {
+		shards = append(shards, r.shard)
+	}
+	return shards, nil
+}
+
+func validateShards(shards []Shard) error {
+	seen := make(map[string]int, len(shards))
+	for i, s := range shards {
+		if err := ValidateID(s.ID); err != nil {
+			return fmt.Errorf("shards[%d]: %w", i, err)
+		}
+		if j, dup := seen[s.ID]; dup {
+			return fmt.Errorf("shards[%d]: shard %q is listed twice (also shards[%d])", i, s.ID, j)
+		}
+		seen[s.ID] = i
+		if err := validatePlacement(s); err != nil {
+			return fmt.Errorf("shards[%d] (%s): %w", i, s.ID, err)
+		}
+	}
+	return nil
+}
+
+// ValidateID checks that id can be a label value and part of a Deployment
+// name: lower-case letters, digits and '-', starting and ending with a letter
+// or digit, at most MaxIDLength characters.
+func ValidateID(id string) error {
+	if id == "" {
+		return errors.New("shard ID is empty")
+	}
+	if len(id) > MaxIDLength {
+		return fmt.Errorf("shard ID %q is %d characters long, at most %d are allowed", truncate(id), len(id), MaxIDLength)
+	}
+	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+		return fmt.Errorf("shard ID %q is invalid: %s", truncate(id), strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func validatePlacement(s Shard) error {
+	for k, v := range s.NodeSelector {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("nodeSelector key %q: %s", truncate(k), strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return fmt.Errorf("nodeSelector value %q: %s", truncate(v), strings.Join(errs, "; "))
+		}
+	}
+	for i, t := range s.Tolerations {
+		if t.Key != "" {
+			if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+				return fmt.Errorf("tolerations[%d].key: %s", i, strings.Join(errs, "; "))
+			}
+		}
+		switch t.Operator {
+		case "", corev1.TolerationOpEqual, corev1.TolerationOpExists:
+		default:
+			return fmt.Errorf("tolerations[%d].operator %q: must be Equal or Exists", i, t.Operator)
+		}
+		switch t.Effect {
+		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return fmt.Errorf("tolerations[%d].effect %q: must be NoSchedule, PreferNoSchedule or NoExecute", i, t.Effect)
+		}
+	}
+	if s.Resources != nil {
+		if len(s.Resources.Claims) > 0 {
+			return errors.New("resources.claims is not allowed")
+		}
+		for _, list := range []corev1.ResourceList{s.Resources.Limits, s.Resources.Requests} {
+			for name, q := range list {
+				if name != corev1.ResourceCPU && name != corev1.ResourceMemory && name != corev1.ResourceEphemeralStorage {
+					return fmt.Errorf("resources: %q is not allowed; use cpu, memory or ephemeral-storage", name)
+				}
+				if q.Sign() < 0 {
+					return fmt.Errorf("resources: %s must not be negative", name)
+				}
+			}
+		}
+		for name, limit := range s.Resources.Limits {
+			if req, ok := s.Resources.Requests[name]; ok && req.Cmp(limit) > 0 {
+				return fmt.Errorf("resources: %s request %s is above its limit %s", name, req.String(), limit.String())
+			}
+		}
+	}
+	if s.Replicas != nil && (*s.Replicas < 0 || *s.Replicas > MaxReplicas) {
+		return fmt.Errorf("replicas %d: must be between 0 and %d", *s.Replicas, MaxReplicas)
+	}
+	return nil
+}
+
+// ParseForce parses the force-delete annotation: shard IDs separated by
+// commas or spaces, or "*".
+func ParseForce(value string) (Force, error) {
+	var f Force
+	seen := map[string]bool{}
+	for _, field := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		if field == ForceAll {
+			f.All = true
+			continue
+		}
+		if err := ValidateID(field); err != nil {
+			return Force{}, fmt.Errorf("annotation %s: %w", ForceDeleteAnnotation, err)
+		}
+		if !seen[field] {
+			seen[field] = true
+			f.IDs = append(f.IDs, field)
+		}
+	}
+	sort.Strings(f.IDs)
+	return f, nil
+}
+
+func truncate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}

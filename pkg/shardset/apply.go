@@ -1,0 +1,131 @@
+package shardset
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+// apply carries out the plan's Deployment writes, in parallel, and emits
+// the action Events of the shards whose writes all succeeded.
+func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan, inForce map[string][]*appsv1.Deployment) error {
+	errs := make([]error, len(p.Actions))
+	sem := make(chan struct{}, writeParallelism)
+	var wg sync.WaitGroup
+	for i, a := range p.Actions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = c.write(a)
+		}()
+	}
+	wg.Wait()
+
+	failed := map[string]bool{}
+	created := map[string][]string{}
+	for i, a := range p.Actions {
+		if errs[i] != nil {
+			failed[a.Shard] = true
+			continue
+		}
+		if a.Kind == plan.Create && len(inForce[a.Shard]) == 0 {
+			created[a.Shard] = append(created[a.Shard], a.Deployment.Name)
+		}
+	}
+	for _, id := range sortedKeys(created) {
+		if !failed[id] {
+			sort.Strings(created[id])
+			c.recorder.Eventf(cm, corev1.EventTypeNormal, status.ReasonShardCreated,
+				"shard %s created: Deployment %s", id, strings.Join(created[id], ", "))
+		}
+	}
+	for _, r := range p.Removals {
+		if failed[r.Shard] {
+			continue
+		}
+		if r.Forced {
+			c.mu.Lock()
+			c.forceDeleted[r.Shard] = true
+			c.mu.Unlock()
+			c.recorder.Eventf(cm, corev1.EventTypeWarning, status.ReasonShardForceDeleted,
+				"shard %s force-deleted; left behind with no controller: %s (%s)",
+				r.Shard, plan.FormatCounts(r.Mapped), strings.Join(r.Sample, ", "))
+		} else {
+			c.recorder.Eventf(cm, corev1.EventTypeNormal, status.ReasonShardDeleted, "shard %s deleted", r.Shard)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// write performs one action. Deletes carry the UID and resourceVersion seen
+// in the cache as preconditions, so a Deployment that changed hands (or was
+// replaced) since the decision is never deleted on stale grounds.
+func (c *Controller) write(a plan.Action) error {
+	d := a.Deployment
+	log := logrus.WithFields(logrus.Fields{"shard": a.Shard, "deployment": d.Namespace + "/" + d.Name, "action": a.Kind})
+	var err error
+	switch a.Kind {
+	case plan.Create:
+		_, err = c.deployments.Create(d)
+		if apierrors.IsAlreadyExists(err) {
+			// The cache is behind; its event brings the next reconcile.
+			err = nil
+		}
+	case plan.Update:
+		upd := a.Existing.DeepCopy()
+		if upd.Labels == nil {
+			upd.Labels = map[string]string{}
+		}
+		if upd.Annotations == nil {
+			upd.Annotations = map[string]string{}
+		}
+		for k, v := range d.Labels {
+			upd.Labels[k] = v
+		}
+		for k, v := range d.Annotations {
+			upd.Annotations[k] = v
+		}
+		upd.Spec = d.Spec
+		_, err = c.deployments.Update(upd)
+	case plan.Replace, plan.Delete:
+		target := d
+		if a.Kind == plan.Replace {
+			target = a.Existing
+		}
+		uid, rv := target.UID, target.ResourceVersion
+		policy := metav1.DeletePropagationBackground
+		err = ignoreNotFound(c.deployments.Delete(target.Namespace, target.Name, &metav1.DeleteOptions{
+			Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+			PropagationPolicy: &policy,
+		}))
+	default:
+		err = fmt.Errorf("unknown action %q", a.Kind)
+	}
+	if err != nil {
+		log.WithError(err).Warn("write failed; will retry")
+		return fmt.Errorf("%s Deployment %s/%s: %w", a.Kind, d.Namespace, d.Name, err)
+	}
+	log.Info("done")
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,122 @@
+package shardset
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+// OnChange reconciles the shard set for the shard ConfigMap. A missing
+// ConfigMap changes nothing. Every error is returned so that the key is
+// requeued with backoff.
+func (c *Controller) OnChange(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	if key != c.opts.ConfigMap.String() {
+		return cm, nil
+	}
+	log := logrus.WithField("configmap", key)
+	if cm == nil {
+		log.Info("shard ConfigMap not found; nothing is changed until it exists")
+		return nil, c.report(nil, status.Status{Error: fmt.Sprintf("ConfigMap %s not found; nothing is changed until it exists", key)})
+	}
+	if cm.DeletionTimestamp != nil {
+		log.Info("shard ConfigMap is being deleted; nothing is changed")
+		return cm, nil
+	}
+
+	cfg, err := shardconfig.Parse(cm.Data, cm.BinaryData, cm.Annotations)
+	if err != nil {
+		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
+		return cm, c.report(cm, status.Status{Error: err.Error()})
+	}
+
+	in, err := c.input(cfg)
+	if err != nil {
+		return cm, err
+	}
+	p, err := plan.Decide(in)
+	if err != nil {
+		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
+		return cm, c.report(cm, status.Status{Error: err.Error()})
+	}
+
+	inForce := plan.InForce(in.Sources, in.Deployments)
+	applyErr := c.apply(cm, p, inForce)
+
+	if applyErr == nil && p.ForceChanged {
+		if err := c.setForce(cm, p.Force); err != nil {
+			applyErr = errors.Join(applyErr, err)
+		}
+	}
+	if c.mapped.Synced() {
+		st := status.Status{Shards: p.Shards, Warnings: warnings(p)}
+		if err := c.report(cm, st); err != nil {
+			applyErr = errors.Join(applyErr, err)
+		}
+	} else {
+		// Counts read before the caches are full are wrong: reporting them
+		// would rewrite a correct status and repeat its Events.
+		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, time.Second)
+	}
+	log.WithFields(logrus.Fields{"shards": len(p.Shards), "writes": len(p.Actions), "error": applyErr}).Debug("reconciled")
+	return cm, applyErr
+}
+
+// input reads the caches for the decision.
+func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
+	in := plan.Input{
+		Config:       cfg,
+		Deployments:  map[string]*appsv1.Deployment{},
+		Mapped:       c.mapped,
+		ForceDeleted: c.forceDeletedSnapshot(),
+		ConfigMap:    c.opts.ConfigMap,
+	}
+	for ns, cache := range c.caches {
+		list, err := cache.List(ns, labels.Everything())
+		if err != nil {
+			return plan.Input{}, fmt.Errorf("listing cached Deployments in %s: %w", ns, err)
+		}
+		for _, d := range list {
+			in.Deployments[d.Namespace+"/"+d.Name] = d
+		}
+	}
+	for _, s := range c.opts.Sources {
+		in.Sources = append(in.Sources, plan.SourceState{Source: s, Live: in.Deployments[s.Key()]})
+	}
+	return in, nil
+}
+
+func warnings(p plan.Plan) status.Warnings {
+	w := status.Warnings{NotShardAware: p.NotShardAware, RenderErrors: p.RenderErrors}
+	for _, u := range p.Unknown {
+		w.UnknownShards = append(w.UnknownShards, status.UnknownShard{ID: u.Shard, Count: u.Count, Objects: u.Sample})
+	}
+	return w
+}
+
+func (c *Controller) forceDeletedSnapshot() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]bool, len(c.forceDeleted))
+	for k, v := range c.forceDeleted {
+		out[k] = v
+	}
+	return out
+}
+
+// ignoreNotFound treats a missing object as done: it is what a delete wants.
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,123 @@
+// Package shardset is the controller that keeps the per-shard controller
+// Deployments in step with the shard ConfigMap. Every change that can matter
+// (the ConfigMap, a source or shard Deployment, a mapped object) is brought
+// back to one reconcile of the whole shard set, keyed by the ConfigMap.
+package shardset
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	appscontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/apps/v1"
+	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/render"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+// mappedDelay batches bursts of mapped-object changes (a bulk relabel, the
+// initial list) into one reconcile.
+const mappedDelay = 500 * time.Millisecond
+
+// writeParallelism bounds the Deployment writes in flight at once.
+const writeParallelism = 16
+
+// Options name the ConfigMap and the sources.
+type Options struct {
+	// ConfigMap is the shard ConfigMap; its status is "<name>-status".
+	ConfigMap types.NamespacedName
+	// Sources are the controllers cloned for every shard.
+	Sources []source.Source
+}
+
+// Controller reconciles the shard set.
+type Controller struct {
+	opts        Options
+	configMaps  corecontrollers.ConfigMapController
+	statusMaps  corecontrollers.ConfigMapClient
+	deployments appscontrollers.DeploymentClient
+	caches      map[string]appscontrollers.DeploymentCache
+	mapped      plan.Mapped
+	recorder    record.EventRecorder
+
+	mu sync.Mutex
+	// reported is what the status ConfigMap says, nil until read once.
+	reported *reportedStatus
+	// forceDeleted are the shards this process force-deleted.
+	forceDeleted map[string]bool
+}
+
+// Register wires the controller: the ConfigMap handler, and the Deployment
+// handlers of every source namespace (keyed by namespace in deployments),
+// which bring source and shard Deployment changes back to the ConfigMap.
+func Register(ctx context.Context, opts Options,
+	configMaps corecontrollers.ConfigMapController,
+	statusMaps corecontrollers.ConfigMapClient,
+	deployments map[string]appscontrollers.DeploymentController,
+	mapped plan.Mapped,
+	recorder record.EventRecorder,
+) *Controller {
+	c := &Controller{
+		opts:         opts,
+		configMaps:   configMaps,
+		statusMaps:   statusMaps,
+		caches:       map[string]appscontrollers.DeploymentCache{},
+		mapped:       mapped,
+		recorder:     recorder,
+		forceDeleted: map[string]bool{},
+	}
+	for ns, dc := range deployments {
+		c.caches[ns] = dc.Cache()
+		c.deployments = dc
+		dc.OnChange(ctx, "shardkeeper-deployment", c.onDeployment)
+	}
+	configMaps.OnChange(ctx, "shardkeeper-shards", c.OnChange)
+	return c
+}
+
+func (c *Controller) enqueue() {
+	c.configMaps.Enqueue(c.opts.ConfigMap.Namespace, c.opts.ConfigMap.Name)
+}
+
+// onDeployment enqueues the shard set when a source or a possible shard
+// Deployment changes (a deleted one arrives as nil, with its key); the other
+// Deployments of the namespace are ignored.
+func (c *Controller) onDeployment(key string, d *appsv1.Deployment) (*appsv1.Deployment, error) {
+	ns, name, _ := strings.Cut(key, "/")
+	if (d != nil && render.IsManaged(d)) || c.relevant(ns, name) {
+		c.enqueue()
+	}
+	return d, nil
+}
+
+func (c *Controller) relevant(namespace, name string) bool {
+	for _, s := range c.opts.Sources {
+		if namespace == s.Namespace && (name == s.Name || strings.HasPrefix(name, s.Name+"-shard-")) {
+			return true
+		}
+	}
+	return false
+}
+
+// statusName is the status ConfigMap's name.
+func (c *Controller) statusName() string { return c.opts.ConfigMap.Name + "-status" }
+
+type reportedStatus struct {
+	status          status.Status
+	data            map[string]string
+	exists          bool
+	resourceVersion string
+}
+
+// MappedChanged returns the callback for mapped-object changes: a delayed
+// enqueue of the shard ConfigMap, so that a burst of changes is one reconcile.
+func MappedChanged(configMaps corecontrollers.ConfigMapController, ref types.NamespacedName) func() {
+	return func() { configMaps.EnqueueAfter(ref.Namespace, ref.Name, mappedDelay) }
+}

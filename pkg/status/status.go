@@ -1,0 +1,166 @@
+// Package status holds what shardkeeper reports in its status ConfigMap,
+// and derives the condition Events from how that report changes, so that an
+// Event is emitted once per change and not again after a restart.
+package status
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+)
+
+// ConfigMap data keys of the status ConfigMap.
+const (
+	// ShardsKey holds the YAML list of shards.
+	ShardsKey = "status"
+	// ErrorKey holds why the shard ConfigMap was rejected, if it was.
+	ErrorKey = "error"
+	// WarningsKey holds the YAML warnings: unknown shard IDs, conflicts,
+	// sources that are not shard-aware.
+	WarningsKey = "warnings"
+)
+
+// Event reasons.
+const (
+	ReasonShardCreated         = "ShardCreated"
+	ReasonShardDeleted         = "ShardDeleted"
+	ReasonShardDeletionBlocked = "ShardDeletionBlocked"
+	ReasonShardForceDeleted    = "ShardForceDeleted"
+	ReasonInvalidShardConfig   = "InvalidShardConfig"
+	ReasonShardConflict        = "ShardConflict"
+	ReasonUnknownShard         = "UnknownShard"
+	ReasonSourceNotShardAware  = "SourceNotShardAware"
+	ReasonRenderFailed         = "RenderFailed"
+)
+
+// Warnings are the cluster-wide findings that are not a shard's state.
+type Warnings struct {
+	UnknownShards []UnknownShard `json:"unknownShards,omitempty"`
+	NotShardAware []string       `json:"notShardAware,omitempty"`
+	RenderErrors  []string       `json:"renderErrors,omitempty"`
+}
+
+// UnknownShard is a shard ID on objects that no shard serves.
+type UnknownShard struct {
+	ID      string   `json:"id"`
+	Count   int      `json:"count"`
+	Objects []string `json:"objects,omitempty"`
+}
+
+// Status is the whole report.
+type Status struct {
+	Shards   []plan.ShardStatus
+	Error    string
+	Warnings Warnings
+}
+
+// Encode renders s as ConfigMap data.
+func Encode(s Status) (map[string]string, error) {
+	shards := s.Shards
+	if shards == nil {
+		shards = []plan.ShardStatus{}
+	}
+	b, err := yaml.Marshal(shards)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	data := map[string]string{ShardsKey: string(b)}
+	if s.Error != "" {
+		data[ErrorKey] = s.Error
+	}
+	w := s.Warnings
+	if len(w.UnknownShards)+len(w.NotShardAware)+len(w.RenderErrors) > 0 {
+		b, err := yaml.Marshal(w)
+		if err != nil {
+			return nil, fmt.Errorf("encoding warnings: %w", err)
+		}
+		data[WarningsKey] = string(b)
+	}
+	return data, nil
+}
+
+// Decode reads a status ConfigMap's data. A part that cannot be read is
+// left empty: the status is only a report, and it is rewritten in full.
+func Decode(data map[string]string) Status {
+	var s Status
+	_ = yaml.Unmarshal([]byte(data[ShardsKey]), &s.Shards)
+	_ = yaml.Unmarshal([]byte(data[WarningsKey]), &s.Warnings)
+	s.Error = data[ErrorKey]
+	return s
+}
+
+// Event is one Kubernetes Event to emit on the shard ConfigMap.
+type Event struct {
+	Type    string
+	Reason  string
+	Message string
+}
+
+// Changes returns the condition Events for going from old to cur: each is
+// emitted when its condition appears or its message changes, never for an
+// unchanged condition.
+func Changes(old, cur Status) []Event {
+	var out []Event
+	if cur.Error != "" && cur.Error != old.Error {
+		out = append(out, Event{corev1.EventTypeWarning, ReasonInvalidShardConfig,
+			"The shard list was rejected and nothing was changed: " + cur.Error})
+	}
+	prev := map[string]plan.ShardStatus{}
+	for _, s := range old.Shards {
+		prev[s.ID] = s
+	}
+	for _, s := range cur.Shards {
+		p, had := prev[s.ID]
+		switch s.State {
+		case plan.StateBlocked:
+			if !had || p.State != plan.StateBlocked {
+				out = append(out, Event{corev1.EventTypeWarning, ReasonShardDeletionBlocked, s.Message})
+			}
+		case plan.StateConflict:
+			if !had || p.State != plan.StateConflict || p.Message != s.Message {
+				out = append(out, Event{corev1.EventTypeWarning, ReasonShardConflict, s.Message})
+			}
+		}
+	}
+	known := map[string]bool{}
+	for _, u := range old.Warnings.UnknownShards {
+		known[u.ID] = true
+	}
+	for _, u := range cur.Warnings.UnknownShards {
+		if !known[u.ID] {
+			out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, UnknownMessage(u)})
+		}
+	}
+	for _, src := range newItems(old.Warnings.NotShardAware, cur.Warnings.NotShardAware) {
+		out = append(out, Event{corev1.EventTypeWarning, ReasonSourceNotShardAware, fmt.Sprintf(
+			"source Deployment %s is not started with --watch-label-selector=!sharding.fluxcd.io/key, so it also reconciles the objects of every shard", src)})
+	}
+	for _, msg := range newItems(old.Warnings.RenderErrors, cur.Warnings.RenderErrors) {
+		out = append(out, Event{corev1.EventTypeWarning, ReasonRenderFailed, "a shard Deployment could not be rendered: " + msg})
+	}
+	return out
+}
+
+// UnknownMessage says which objects point at a shard that does not exist.
+func UnknownMessage(u UnknownShard) string {
+	return fmt.Sprintf("%d object(s) carry shard ID %q, which is not configured, so nothing reconciles them (%s); add the shard or relabel them",
+		u.Count, u.ID, strings.Join(u.Objects, ", "))
+}
+
+func newItems(old, cur []string) []string {
+	seen := map[string]bool{}
+	for _, s := range old {
+		seen[s] = true
+	}
+	var out []string
+	for _, s := range cur {
+		if !seen[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}

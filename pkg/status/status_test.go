@@ -1,0 +1,59 @@
+package status
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+)
+
+func reasons(events []Event) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	s := Status{
+		Shards: []plan.ShardStatus{
+			{ID: "a", State: plan.StateActive, Ready: 3, Desired: 3},
+			{ID: "b", State: plan.StateBlocked, Ready: 3, Desired: 3, Mapped: map[string]int{"gitrepos": 2}, Message: "blocked"},
+		},
+		Warnings: Warnings{UnknownShards: []UnknownShard{{ID: "typo", Count: 1, Objects: []string{"gitrepos x/y"}}}},
+	}
+	data, err := Encode(s)
+	require.NoError(t, err)
+	assert.Contains(t, data[ShardsKey], "state: Blocked")
+	assert.NotContains(t, data, ErrorKey)
+	assert.Equal(t, s, Decode(data))
+
+	empty, err := Encode(Status{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{ShardsKey: "[]\n"}, empty)
+}
+
+func TestChangesOnlyOnTransitions(t *testing.T) {
+	active := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateActive}}}
+	blocked := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateBlocked, Message: "2 gitrepos"}}}
+	blockedMore := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateBlocked, Message: "3 gitrepos"}}}
+
+	assert.Equal(t, []string{ReasonShardDeletionBlocked}, reasons(Changes(active, blocked)))
+	assert.Empty(t, Changes(blocked, blocked), "an unchanged condition emits nothing")
+	assert.Empty(t, Changes(blocked, blockedMore), "a count change is in the status, not a new Event")
+
+	invalid := Status{Error: "bad"}
+	assert.Equal(t, []string{ReasonInvalidShardConfig}, reasons(Changes(Status{}, invalid)))
+	assert.Empty(t, Changes(invalid, invalid))
+	assert.Len(t, Changes(invalid, Status{Error: "worse"}), 1)
+
+	unknown := Status{Warnings: Warnings{UnknownShards: []UnknownShard{{ID: "x", Count: 1}}, NotShardAware: []string{"flux-system/helm-controller"}}}
+	assert.Equal(t, []string{ReasonUnknownShard, ReasonSourceNotShardAware}, reasons(Changes(Status{}, unknown)))
+	assert.Empty(t, Changes(unknown, unknown))
+
+	conflict := Status{Shards: []plan.ShardStatus{{ID: "a", State: plan.StateConflict, Message: "m"}}}
+	assert.Equal(t, []string{ReasonShardConflict}, reasons(Changes(Status{}, conflict)))
+}
