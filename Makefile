@@ -33,6 +33,10 @@ $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler: e2e/
 	@mkdir -p $(BIN)
 	cd e2e/tools && go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(BIN)/ k8s.io/kubernetes/cmd/$(notdir $@)
 
+$(BIN)/kubectl: e2e/tools/go.mod e2e/tools/go.sum
+	@mkdir -p $(BIN)
+	cd e2e/tools && go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
+
 $(BIN)/etcd: e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go
 	@mkdir -p $(BIN)
 	cd e2e/tools && go build -trimpath -o $(BIN)/etcd ./etcd
@@ -75,7 +79,7 @@ run: build ## Run shardkeeper against the current kubeconfig (ARGS="--preset fle
 	$(BIN)/shardkeeper $(ARGS)
 
 .PHONY: demo
-demo: $(CONTROL_PLANE) build ## Start a local control plane with shardkeeper running on it, and print how to drive it.
+demo: $(CONTROL_PLANE) $(BIN)/kubectl build ## Start a local control plane with shardkeeper running on it, and print how to drive it.
 	@./e2e/demo.sh up "$(DEMO_DIR)"
 
 .PHONY: demo-down

@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -39,10 +38,10 @@ var (
 )
 
 var (
-	gitRepos     = schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "gitrepos"}
-	helmOps      = schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "helmops"}
-	helmReleases = schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}
-	crdResource  = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	gitRepos     = fixture.GitRepos
+	helmOps      = fixture.HelmOps
+	helmReleases = fixture.HelmReleases
+	crdResource  = fixture.CRDs
 )
 
 func TestMain(m *testing.M) {
@@ -72,23 +71,9 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// installCRD creates a minimal CRD for gvr: shardkeeper reads metadata only.
+// installCRD creates a minimal CRD for gvr and waits until it is served.
 func installCRD(ctx context.Context, gvr schema.GroupVersionResource) error {
-	kind := map[string]string{"gitrepos": "GitRepo", "helmops": "HelmOp", "helmreleases": "HelmRelease"}[gvr.Resource]
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": gvr.Resource + "." + gvr.Group},
-		"spec": map[string]any{
-			"group": gvr.Group,
-			"scope": "Namespaced",
-			"names": map[string]any{"plural": gvr.Resource, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
-			"versions": []any{map[string]any{
-				"name": gvr.Version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
+	crd := fixture.CRD(gvr)
 	_, err := dyn.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating CRD %s: %w", gvr.Resource, err)
@@ -245,7 +230,7 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 			return err
 		})
 	}
-	for _, d := range []*appsv1.Deployment{fixture.FleetController(s.fleetNS), fixture.Gitjob(s.fleetNS), fixture.HelmOps(s.fleetNS), fixture.HelmController(s.fluxNS, fluxAware)} {
+	for _, d := range []*appsv1.Deployment{fixture.FleetController(s.fleetNS), fixture.Gitjob(s.fleetNS), fixture.HelmOpsController(s.fleetNS), fixture.HelmController(s.fluxNS, fluxAware)} {
 		d.Spec.Template.Spec.ServiceAccountName = ""
 		if _, err := kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -406,20 +391,10 @@ func (s *scenario) waitState(id, state string) {
 // object creates a mapped object (GitRepo, HelmOp, HelmRelease) in the fleet namespace.
 func (s *scenario) object(gvr schema.GroupVersionResource, name, label, shard string, finalizers ...string) {
 	s.t.Helper()
-	kind := map[string]string{"gitrepos": "GitRepo", "helmops": "HelmOp", "helmreleases": "HelmRelease"}[gvr.Resource]
-	meta := map[string]any{"name": name, "labels": map[string]any{label: shard},
-		// Real objects carry a large last-applied annotation; the daemon must not keep it.
-		"annotations": map[string]any{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 2048)}}
+	obj := fixture.Object(gvr, s.fleetNS, name, label, shard)
 	if len(finalizers) > 0 {
-		fs := make([]any, len(finalizers))
-		for i, f := range finalizers {
-			fs[i] = f
-		}
-		meta["finalizers"] = fs
+		obj.SetFinalizers(finalizers)
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": gvr.GroupVersion().String(), "kind": kind, "metadata": meta, "spec": map[string]any{},
-	}}
 	if _, err := dyn.Resource(gvr).Namespace(s.fleetNS).Create(s.ctx, obj, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 const FakeNodeName = "kwok-node-0"
 
 // Controllers is the --controllers list given to kube-controller-manager.
-const Controllers = "deployment,replicaset,garbagecollector,serviceaccount,serviceaccount-token"
+const Controllers = "deployment,replicaset,garbagecollector,namespace,serviceaccount,serviceaccount-token"
 
 // kwokStages are the stage files expected in <BinDir>/kwok-stages/.
 var kwokStages = []string{"node-initialize.yaml", "pod-ready.yaml", "pod-complete.yaml", "pod-delete.yaml"}

@@ -1,10 +1,12 @@
 //go:build tools
 
-// Package tools pins the control-plane commands that the e2e harness builds.
+// Package tools pins the control-plane commands that the e2e harness builds,
+// and kubectl for the demo.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )

@@ -298,7 +298,9 @@ func (t *Tracker) Shards() []string {
 	for _, k := range t.kinds {
 		k.mu.RLock()
 		for id := range k.counts {
-			seen[id] = true
+			if id != "" { // an empty shard label is the unsharded controller's
+				seen[id] = true
+			}
 		}
 		k.mu.RUnlock()
 	}

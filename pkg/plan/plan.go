@@ -103,13 +103,12 @@ type Removal struct {
 
 // ShardStatus is one shard's line in the status.
 type ShardStatus struct {
-	ID          string         `json:"id"`
-	State       string         `json:"state"`
-	Ready       int            `json:"ready"`
-	Desired     int            `json:"desired"`
-	Mapped      map[string]int `json:"mapped,omitempty"`
-	Message     string         `json:"message,omitempty"`
-	Deployments []string       `json:"-"`
+	ID      string         `json:"id"`
+	State   string         `json:"state"`
+	Ready   int            `json:"ready"`
+	Desired int            `json:"desired"`
+	Mapped  map[string]int `json:"mapped,omitempty"`
+	Message string         `json:"message,omitempty"`
 }
 
 // Unknown is a shard ID that objects carry but no shard has.
@@ -204,9 +203,7 @@ func Decide(in Input) (Plan, error) {
 				continue
 			}
 			st.Desired++
-			name := s.Source.CloneName(shard.ID)
-			st.Deployments = append(st.Deployments, s.Source.Namespace+"/"+name)
-			existing := in.Deployments[s.Source.Namespace+"/"+name]
+			existing := in.Deployments[s.Source.Namespace+"/"+s.Source.CloneName(shard.ID)]
 			if existing != nil && !render.IsManaged(existing) {
 				conflicts = append(conflicts, existing.Namespace+"/"+existing.Name)
 				continue
@@ -259,7 +256,6 @@ func Decide(in Input) (Plan, error) {
 		counts := nonZero(in.Mapped.Counts(id))
 		st := ShardStatus{ID: id, Mapped: counts, Desired: len(deps)}
 		for _, d := range deps {
-			st.Deployments = append(st.Deployments, d.Namespace+"/"+d.Name)
 			if Ready(d) {
 				st.Ready++
 			}

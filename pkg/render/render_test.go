@@ -104,7 +104,7 @@ func TestRenderErrors(t *testing.T) {
 	_, err := Render(src, nil, shardconfig.Shard{ID: "a"})
 	assert.ErrorContains(t, err, "not found")
 
-	live := fixture.HelmOps("ns")
+	live := fixture.HelmOpsController("ns")
 	live.Spec.Template.Spec.Containers[0].Name = "renamed"
 	_, err = Render(src, live, shardconfig.Shard{ID: "a"})
 	assert.ErrorContains(t, err, `no container "helmops"`)

@@ -1,0 +1,118 @@
+// Command demoseed fills a fresh local control plane with what `make demo`
+// shows: Fleet's and Flux's controllers (as stand-ins shaped like the real
+// Deployments), the mapped-object CRDs, a few GitRepos and HelmReleases,
+// and the shard ConfigMap.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the local control plane")
+	shards := flag.String("shards", "shard0,shard1", "initial shard list")
+	flag.Parse()
+	if err := seed(*kubeconfig, *shards); err != nil {
+		fmt.Fprintln(os.Stderr, "demoseed:", err)
+		os.Exit(1)
+	}
+}
+
+func seed(kubeconfig, shards string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	const fleetNS, fluxNS = "cattle-fleet-system", "flux-system"
+	for _, ns := range []string{fleetNS, fluxNS, "fleet-default"} {
+		if err := ignoreExists(kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})); err != nil {
+			return fmt.Errorf("namespace %s: %w", ns, err)
+		}
+	}
+	for _, gvr := range mappedKinds() {
+		if err := ignoreExists(dyn.Resource(fixture.CRDs).Create(ctx, fixture.CRD(gvr), metav1.CreateOptions{})); err != nil {
+			return fmt.Errorf("CRD %s: %w", gvr.Resource, err)
+		}
+	}
+	for _, d := range []*appsv1.Deployment{
+		fixture.FleetController(fleetNS), fixture.Gitjob(fleetNS), fixture.HelmOpsController(fleetNS), fixture.HelmController(fluxNS, true),
+	} {
+		d.Spec.Template.Spec.ServiceAccountName = ""
+		if err := ignoreExists(kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})); err != nil {
+			return fmt.Errorf("deployment %s: %w", d.Name, err)
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shardkeeper", Namespace: fleetNS}, Data: map[string]string{"shards": shards}}
+	if err := ignoreExists(kube.CoreV1().ConfigMaps(fleetNS).Create(ctx, cm, metav1.CreateOptions{})); err != nil {
+		return fmt.Errorf("configmap: %w", err)
+	}
+	// The CRDs are served a moment after they are created.
+	for _, gvr := range mappedKinds() {
+		for {
+			if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s to be served: %w", gvr.Resource, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	objects := []struct {
+		kind        int
+		name, shard string
+	}{
+		{0, "frontend", "shard0"}, {0, "backend", "shard0"}, {0, "payments", "shard1"},
+		{2, "ingress-nginx", "shard1"}, {2, "cert-manager", "shard0"},
+	}
+	for _, o := range objects {
+		gvr := mappedKinds()[o.kind]
+		label := source.FleetShardRefLabel
+		if gvr == fixture.HelmReleases {
+			label = source.FluxShardKeyLabel
+		}
+		if err := ignoreExists(dyn.Resource(gvr).Namespace("fleet-default").Create(ctx, fixture.Object(gvr, "fleet-default", o.name, label, o.shard), metav1.CreateOptions{})); err != nil {
+			return fmt.Errorf("%s %s: %w", gvr.Resource, o.name, err)
+		}
+	}
+	return nil
+}
+
+func mappedKinds() []schema.GroupVersionResource {
+	return []schema.GroupVersionResource{fixture.GitRepos, fixture.HelmOps, fixture.HelmReleases}
+}
+
+// ignoreExists makes seeding repeatable.
+func ignoreExists[T any](_ T, err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}

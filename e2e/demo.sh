@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# demo.sh up|down DIR: run shardkeeper on a local control plane (make demo),
+# or stop everything that started (make demo-down).
+set -euo pipefail
+
+cmd=${1:?usage: demo.sh up|down DIR}
+dir=${2:?usage: demo.sh up|down DIR}
+bin=${SHARDKEEPER_BIN_DIR:?SHARDKEEPER_BIN_DIR is not set; run through make}
+kubeconfig=$dir/kubeconfig
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+stop_pid() {
+  local f=$1
+  if alive "$f"; then
+    kill -TERM "$(cat "$f")" 2>/dev/null || true
+    for _ in $(seq 1 50); do alive "$f" || break; sleep 0.2; done
+    alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+case $cmd in
+down)
+  stop_pid "$dir/shardkeeper.pid"
+  stop_pid "$dir/cluster/localcluster.pid"
+  rm -rf "$dir"
+  echo "demo stopped"
+  ;;
+up)
+  if alive "$dir/cluster/localcluster.pid"; then
+    echo "the demo is already running; 'make demo-down' stops it"
+  else
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    go build -o "$bin/localcluster" ./e2e/cmd/localcluster
+    go build -o "$bin/demoseed" ./e2e/cmd/demoseed
+    echo "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok..."
+    setsid nohup "$bin/localcluster" --bin-dir "$bin" --work-dir "$dir/cluster" --kubeconfig-out "$kubeconfig" \
+      >"$dir/localcluster.out" 2>"$dir/localcluster.log" </dev/null &
+    for _ in $(seq 1 600); do
+      grep -q '^ready' "$dir/localcluster.out" 2>/dev/null && break
+      if ! kill -0 $! 2>/dev/null; then echo "the control plane failed to start:"; tail -20 "$dir/localcluster.log"; exit 1; fi
+      sleep 0.2
+    done
+    grep -q '^ready' "$dir/localcluster.out" || { echo "the control plane did not start in time; see $dir/localcluster.log"; exit 1; }
+    "$bin/demoseed" --kubeconfig "$kubeconfig"
+    setsid nohup "$bin/shardkeeper" --kubeconfig "$kubeconfig" --preset fleet,flux \
+      >"$dir/shardkeeper.log" 2>&1 </dev/null &
+    echo $! >"$dir/shardkeeper.pid"
+    for _ in $(seq 1 150); do
+      "$bin/kubectl" --kubeconfig "$kubeconfig" -n cattle-fleet-system get deployment gitjob-shard-shard1 >/dev/null 2>&1 && break
+      sleep 0.2
+    done
+  fi
+  k="$bin/kubectl --kubeconfig $kubeconfig"
+  cat <<MSG
+
+shardkeeper is running on a local control plane (log: $dir/shardkeeper.log).
+Fleet's and Flux's controllers are stand-ins: kwok runs their pods, nothing else.
+
+  alias k='$k'
+
+  # the shards and their controller Deployments
+  k -n cattle-fleet-system get configmap shardkeeper -o jsonpath='{.data.shards}'; echo
+  k get deployments -A -l app.kubernetes.io/managed-by=shardkeeper
+
+  # add a shard, then watch its Deployments appear
+  k -n cattle-fleet-system patch configmap shardkeeper --type merge -p '{"data":{"shards":"shard0,shard1,shard2"}}'
+  k get deployments -A -l shardkeeper.io/shard=shard2
+
+  # remove shard1: GitRepos and HelmReleases still point at it, so it is kept
+  k -n cattle-fleet-system patch configmap shardkeeper --type merge -p '{"data":{"shards":"shard0,shard2"}}'
+  k -n cattle-fleet-system describe configmap shardkeeper        # Events: ShardDeletionBlocked
+  k -n cattle-fleet-system get configmap shardkeeper-status -o jsonpath='{.data.status}'
+
+  # move the objects (or force with the annotation) and it goes by itself
+  k -n fleet-default label gitrepos payments fleet.cattle.io/shard-ref=shard0 --overwrite
+  k -n fleet-default label helmreleases ingress-nginx sharding.fluxcd.io/key=shard0 --overwrite
+  k -n cattle-fleet-system annotate configmap shardkeeper shardkeeper.io/force-delete=shard1   # or force it
+
+  # a mistake changes nothing and says why
+  k -n cattle-fleet-system patch configmap shardkeeper --type merge -p '{"data":{"shards":"Shard_0"}}'
+  k -n cattle-fleet-system get events --field-selector reason=InvalidShardConfig
+
+Stop everything with: make demo-down
+MSG
+  ;;
+*)
+  echo "usage: demo.sh up|down DIR" >&2
+  exit 2
+  ;;
+esac
