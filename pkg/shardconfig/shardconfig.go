@@ -248,8 +248,8 @@ func ValidateID(id string) error {
 	if len(id) > MaxIDLength {
 		return fmt.Errorf("shard ID %q is %d characters long, at most %d are allowed", truncate(id), len(id), MaxIDLength)
 	}
-	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
-		return fmt.Errorf("shard ID %q is invalid: %s", truncate(id), strings.Join(errs, "; "))
+	if len(validation.IsDNS1123Label(id)) > 0 {
+		return fmt.Errorf("shard ID %q is invalid: use lower-case letters, digits and '-', starting and ending with a letter or digit", truncate(id))
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan, inForce map[string
 		if !failed[id] {
 			sort.Strings(created[id])
 			c.recorder.Eventf(cm, corev1.EventTypeNormal, status.ReasonShardCreated,
-				"shard %s created: Deployment %s", id, strings.Join(created[id], ", "))
+				"shard %s created: %s", id, strings.Join(created[id], ", "))
 		}
 	}
 	for _, r := range p.Removals {
