@@ -24,6 +24,14 @@ help: ## List the targets.
 build: ## Build bin/shardkeeper.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/shardkeeper .
 
+IMAGE ?= ghcr.io/shardkeeper/shardkeeper:$(VERSION)
+CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+
+.PHONY: image
+image: ## Build the container image $(IMAGE) (needs docker or podman).
+	@if [ -z "$(CONTAINER_ENGINE)" ]; then echo "no container engine (docker or podman) found"; exit 1; fi
+	$(CONTAINER_ENGINE) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
 .PHONY: control-plane
 control-plane: $(CONTROL_PLANE) ## Build the local control plane's binaries into bin/ (cached).
 

@@ -5,11 +5,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,16 +27,22 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/metrics"
+	"github.com/shardkeeper/shardkeeper/pkg/probe"
 	"github.com/shardkeeper/shardkeeper/pkg/shardset"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/statuscmd"
 	"github.com/shardkeeper/shardkeeper/pkg/version"
 )
 
@@ -55,6 +63,13 @@ func run() error {
 	if defaultNS == "" {
 		defaultNS = "cattle-fleet-system"
 	}
+	if len(os.Args) > 1 && os.Args[1] == "status" {
+		return statuscmd.Run(os.Args[2:], defaultNS, os.Stdout)
+	}
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage:\n  shardkeeper [flags]          run the daemon\n  shardkeeper status [-o table|wide|yaml|json] [-n NAMESPACE] [--configmap NAME]\n\nFlags:\n")
+		flag.PrintDefaults()
+	}
 	var (
 		kubeconfigPath = flag.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else the in-cluster config)")
 		namespace      = flag.String("namespace", defaultNS, "namespace of the shard ConfigMap (default $POD_NAMESPACE, else cattle-fleet-system)")
@@ -66,6 +81,13 @@ func run() error {
 		burst          = flag.Int("kube-api-burst", 100, "client request burst to the API server")
 		logLevel       = flag.String("log-level", "info", "log level: debug, info, warn, error")
 		logFormat      = flag.String("log-format", "text", "log format: text or json")
+		leaderElect    = flag.Bool("leader-elect", false, "elect a leader on a Lease, so that only one of several replicas writes")
+		leaderNS       = flag.String("leader-election-namespace", "", "namespace of the Lease (default: --namespace)")
+		leaseDuration  = flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a standby waits before it takes over a Lease that was not renewed")
+		renewDeadline  = flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leadership")
+		retryPeriod    = flag.Duration("leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
+		metricsAddr    = flag.String("metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
+		probeAddr      = flag.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
 		showVersion    = flag.Bool("version", false, "print the version and exit")
 		custom, mapKs  listFlag
 	)
@@ -100,6 +122,7 @@ func run() error {
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	cfg.UserAgent = "shardkeeper/" + version.Version
+	cfg.Wrap(metrics.CountWrites)
 
 	ref := types.NamespacedName{Namespace: *namespace, Name: *configMap}
 	cmGVK := corev1.SchemeGroupVersion.WithKind("ConfigMap")
@@ -166,32 +189,125 @@ func run() error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
 
-	tracker := mapped.New(meta, disc, set.Mapped, shardset.MappedChanged(configMaps, ref))
-	shardset.Register(ctx, shardset.Options{ConfigMap: ref, Sources: set.Sources}, configMaps, configMaps, deployments, tracker, recorder)
+	var ctrl *shardset.Controller
+	tracker := mapped.New(meta, disc, set.Mapped, func() { ctrl.MappedChanged() })
+	ctrl = shardset.Register(ctx, shardset.Options{ConfigMap: ref, Sources: set.Sources}, configMaps, configMaps, deployments, tracker, recorder)
 
-	if err := tracker.Start(ctx); err != nil {
+	// run starts the caches and the controllers. With leader election only
+	// the leader runs it: a standby holds no cache and makes no request
+	// beyond trying for the Lease.
+	var leading, synced atomic.Bool
+	run := func(ctx context.Context) error {
+		leading.Store(true)
+		if err := tracker.Start(ctx); err != nil {
+			return err
+		}
+		// Every namespace's cache is filled before any handler runs: a
+		// reconcile that saw one namespace's Deployments and not another's
+		// would report shards as half there.
+		for ns, f := range factories {
+			if err := f.SharedCacheFactory().Start(ctx); err != nil {
+				return fmt.Errorf("starting caches in %s: %w", ns, err)
+			}
+		}
+		for _, f := range factories {
+			f.SharedCacheFactory().WaitForCacheSync(ctx)
+		}
+		synced.Store(true)
+		for ns, f := range factories {
+			if err := f.Start(ctx, 1); err != nil {
+				return fmt.Errorf("starting controllers in %s: %w", ns, err)
+			}
+		}
+		ctrl.Started()
+		logrus.WithFields(logrus.Fields{"configmap": ref.String(), "sources": len(set.Sources), "mappedKinds": len(set.Mapped)}).Info("controllers started")
+		return nil
+	}
+	ready := func() error {
+		if *leaderElect && !leading.Load() {
+			return nil // a healthy standby
+		}
+		if !synced.Load() {
+			return errors.New("caches have not synced")
+		}
+		return ctrl.Ready()
+	}
+	if err := probe.Serve(ctx, *probeAddr, probe.Handler(ready)); err != nil {
 		return err
 	}
-	// Every namespace's cache is filled before any handler runs: a
-	// reconcile that saw one namespace's Deployments and not another's
-	// would report shards as half there.
-	for ns, f := range factories {
-		if err := f.SharedCacheFactory().Start(ctx); err != nil {
-			return fmt.Errorf("starting caches in %s: %w", ns, err)
+	if err := probe.Serve(ctx, *metricsAddr, probe.MetricsHandler(metrics.Registry)); err != nil {
+		return err
+	}
+	logrus.WithFields(logrus.Fields{"version": version.Version, "leaderElect": *leaderElect}).Info("shardkeeper started")
+
+	if !*leaderElect {
+		if err := run(ctx); err != nil {
+			return err
 		}
+		<-ctx.Done()
+		logrus.Info("shutting down")
+		return nil
 	}
-	for _, f := range factories {
-		f.SharedCacheFactory().WaitForCacheSync(ctx)
+	return elect(ctx, kube, *leaderNS, ref.Namespace, *leaseDuration, *renewDeadline, *retryPeriod, run)
+}
+
+// elect runs run while this process holds the Lease. Losing the Lease ends
+// the process (it may have writes in flight that a new leader must not race);
+// on shutdown the Lease is released so a standby takes over at once.
+func elect(ctx context.Context, kube kubernetes.Interface, namespace, fallback string, lease, renew, retry time.Duration, run func(context.Context) error) error {
+	if namespace == "" {
+		namespace = fallback
 	}
-	for ns, f := range factories {
-		if err := f.Start(ctx, 1); err != nil {
-			return fmt.Errorf("starting controllers in %s: %w", ns, err)
-		}
+	id, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("leader election identity: %w", err)
 	}
-	logrus.WithFields(logrus.Fields{"configmap": ref.String(), "version": version.Version, "sources": len(set.Sources), "mappedKinds": len(set.Mapped)}).Info("shardkeeper started")
-	<-ctx.Done()
+	id += "_" + string(uuid.NewUUID())
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: "shardkeeper"},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	var runErr error
+	lost := false
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   lease,
+		RenewDeadline:   renew,
+		RetryPeriod:     retry,
+		ReleaseOnCancel: true,
+		Name:            "shardkeeper",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logrus.WithField("identity", id).Info("became leader")
+				if runErr = run(ctx); runErr != nil {
+					return
+				}
+				<-ctx.Done()
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() == nil {
+					lost = true
+				}
+			},
+			OnNewLeader: func(leader string) {
+				if leader != id {
+					logrus.WithField("leader", leader).Info("standing by")
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	le.Run(ctx)
+	if runErr != nil {
+		return runErr
+	}
+	if lost {
+		return errors.New("lost the leader Lease")
+	}
 	logrus.Info("shutting down")
-	time.Sleep(100 * time.Millisecond) // let the event broadcaster flush
 	return nil
 }
 

@@ -7,7 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,16 +94,18 @@ func installCRD(ctx context.Context, gvr schema.GroupVersionResource) error {
 
 // daemon is a shardkeeper process run from the binary under test.
 type daemon struct {
-	t    *testing.T
-	args []string
-	log  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	t           *testing.T
+	args        []string
+	log         string
+	cmd         *exec.Cmd
+	done        chan struct{}
+	probePort   int
+	metricsPort int
 }
 
 func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, args: args, log: filepath.Join(t.TempDir(), "shardkeeper.log")}
+	d := &daemon{t: t, args: args, log: filepath.Join(t.TempDir(), "shardkeeper.log"), probePort: freePort(t), metricsPort: freePort(t)}
 	d.start()
 	t.Cleanup(func() {
 		d.stop()
@@ -122,7 +127,9 @@ func (d *daemon) start() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	args := append([]string{"--kubeconfig", env.KubeconfigPath(), "--log-level", "debug"}, d.args...)
+	args := append([]string{"--kubeconfig", env.KubeconfigPath(), "--log-level", "debug",
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", d.probePort),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", d.metricsPort)}, d.args...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = f, f
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -145,6 +152,16 @@ func (d *daemon) stop() {
 		_ = d.cmd.Process.Kill()
 		<-d.done
 	}
+	d.cmd = nil
+}
+
+// kill ends the daemon with SIGKILL: no Lease release, no cleanup.
+func (d *daemon) kill() {
+	if d.cmd == nil {
+		return
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.done
 	d.cmd = nil
 }
 
@@ -457,4 +474,55 @@ func (s *scenario) waitQuiet() {
 		}
 		return nil
 	})
+}
+
+// ready asks the daemon's /readyz.
+func (d *daemon) ready() error {
+	return d.get(d.probePort, "/readyz", nil)
+}
+
+// metric returns the value of one sample line of /metrics, e.g.
+// `shardkeeper_api_writes_total{resource="deployments",verb="create"}`.
+func (d *daemon) metric(sample string) (float64, error) {
+	var body []byte
+	if err := d.get(d.metricsPort, "/metrics", &body); err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			var f float64
+			_, err := fmt.Sscan(v, &f)
+			return f, err
+		}
+	}
+	return 0, nil
+}
+
+func (d *daemon) get(port int, path string, body *[]byte) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %d %s", path, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if body != nil {
+		*body = b
+	}
+	return nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

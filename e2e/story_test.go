@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +36,10 @@ func TestUserStory(t *testing.T) {
 	s.waitShards("s1")
 	s.waitEvent(status.ReasonShardCreated, "shard s1 created")
 	s.waitState("s1", plan.StateActive)
+	eventually(t, time.Minute, "daemon ready", s.daemon.ready)
+	created, err := s.daemon.metric(`shardkeeper_api_writes_total{resource="deployments",verb="create"}`)
+	require.NoError(t, err)
+	assert.Equal(t, 4.0, created, "one create per shard Deployment, no more")
 
 	d := s.deployments()["fleet-controller-shard-s1"]
 	assert.Len(t, d.Spec.Template.Spec.Containers, 1)
@@ -91,6 +97,11 @@ func TestUserStory(t *testing.T) {
 		}
 		assert.Equal(t, map[string]int{"gitrepos": 2, "helmreleases": 1}, s2.Mapped)
 		assert.Contains(t, s2.Message, "shardkeeper.io/force-delete=s2")
+
+		out, err := exec.Command(os.Getenv("SHARDKEEPER_BINARY"), "status", "--kubeconfig", env.KubeconfigPath(), "-n", s.fleetNS).CombinedOutput()
+		require.NoError(t, err, string(out))
+		assert.Regexp(t, `(?m)^s2\s+Blocked\s+4/4\s+gitrepos=2,helmreleases=1$`, string(out))
+		assert.Regexp(t, `(?m)^s1\s+Active\s+4/4\s+<none>$`, string(out))
 	})
 
 	t.Run("relabelling the last object completes the deletion", func(t *testing.T) {
@@ -220,14 +231,8 @@ func TestUserStory(t *testing.T) {
 		s.waitQuiet()
 		s.daemon.stop()
 		before := s.snapshot()
-		reconciles := s.daemon.logCount("reconciled")
 		s.daemon.start()
-		eventually(t, time.Minute, "restarted daemon reconciled", func() error {
-			if s.daemon.logCount("reconciled") <= reconciles {
-				return fmt.Errorf("not yet")
-			}
-			return nil
-		})
+		eventually(t, time.Minute, "restarted daemon ready", s.daemon.ready)
 		time.Sleep(3 * time.Second)
 		assert.Equal(t, before, s.snapshot(), "no Deployment, ConfigMap or Event was written")
 	})

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
@@ -56,6 +57,7 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan, inForce map[string
 			continue
 		}
 		if r.Forced {
+			metrics.ForcedDeletions.Inc()
 			c.mu.Lock()
 			c.forceDeleted[r.Shard] = true
 			c.mu.Unlock()

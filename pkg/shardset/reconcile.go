@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -23,6 +24,18 @@ func (c *Controller) OnChange(key string, cm *corev1.ConfigMap) (*corev1.ConfigM
 	if key != c.opts.ConfigMap.String() {
 		return cm, nil
 	}
+	start := time.Now()
+	out, err := c.reconcile(key, cm)
+	metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		metrics.ReconcileErrors.Inc()
+	} else {
+		c.reconciled.Store(true)
+	}
+	return out, err
+}
+
+func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	log := logrus.WithField("configmap", key)
 	if cm == nil {
 		log.Info("shard ConfigMap not found; nothing is changed until it exists")
@@ -58,6 +71,7 @@ func (c *Controller) OnChange(key string, cm *corev1.ConfigMap) (*corev1.ConfigM
 		}
 	}
 	if c.mapped.Synced() {
+		recordGauges(p.Shards)
 		st := status.Status{Shards: p.Shards, Warnings: warnings(p)}
 		if err := c.report(cm, st); err != nil {
 			applyErr = errors.Join(applyErr, err)
@@ -119,4 +133,19 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// recordGauges sets the shard and mapped-object gauges from the status.
+func recordGauges(shards []plan.ShardStatus) {
+	metrics.Shards.Reset()
+	metrics.MappedObjects.Reset()
+	for _, state := range []string{plan.StateActive, plan.StateBlocked, plan.StateWaiting, plan.StateConflict} {
+		metrics.Shards.WithLabelValues(state).Set(0)
+	}
+	for _, s := range shards {
+		metrics.Shards.WithLabelValues(s.State).Inc()
+		for kind, n := range s.Mapped {
+			metrics.MappedObjects.WithLabelValues(s.ID, kind).Set(float64(n))
+		}
+	}
 }

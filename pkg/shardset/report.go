@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
@@ -47,6 +48,9 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 	c.reported.status = st
 	if cm != nil {
 		for _, e := range status.Changes(old, st) {
+			if e.Reason == status.ReasonShardDeletionBlocked {
+				metrics.BlockedDeletions.Inc()
+			}
 			c.recorder.Event(cm, e.Type, e.Reason, e.Message)
 		}
 	}

@@ -6,8 +6,10 @@ package shardset
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appscontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/apps/v1"
@@ -52,6 +54,11 @@ type Controller struct {
 	reported *reportedStatus
 	// forceDeleted are the shards this process force-deleted.
 	forceDeleted map[string]bool
+
+	// started: the controllers run, so enqueued keys are processed.
+	started atomic.Bool
+	// reconciled: a reconcile has completed without error.
+	reconciled atomic.Bool
 }
 
 // Register wires the controller: the ConfigMap handler, and the Deployment
@@ -116,8 +123,27 @@ type reportedStatus struct {
 	resourceVersion string
 }
 
-// MappedChanged returns the callback for mapped-object changes: a delayed
-// enqueue of the shard ConfigMap, so that a burst of changes is one reconcile.
-func MappedChanged(configMaps corecontrollers.ConfigMapController, ref types.NamespacedName) func() {
-	return func() { configMaps.EnqueueAfter(ref.Namespace, ref.Name, mappedDelay) }
+// MappedChanged is the callback for mapped-object changes: a delayed
+// enqueue, so that a burst of changes (a bulk relabel, the initial list) is
+// one reconcile. Before Started it does nothing: the first reconcile reads
+// every count anyway, and keys queued before the start would pile up.
+func (c *Controller) MappedChanged() {
+	if c.started.Load() {
+		c.configMaps.EnqueueAfter(c.opts.ConfigMap.Namespace, c.opts.ConfigMap.Name, mappedDelay)
+	}
+}
+
+// Started is called once the controllers run. It enqueues the first
+// reconcile, which also runs when the ConfigMap does not exist.
+func (c *Controller) Started() {
+	c.started.Store(true)
+	c.enqueue()
+}
+
+// Ready reports an error until a reconcile has completed without error.
+func (c *Controller) Ready() error {
+	if !c.reconciled.Load() {
+		return errors.New("the shard set has not been reconciled yet")
+	}
+	return nil
 }

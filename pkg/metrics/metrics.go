@@ -1,0 +1,117 @@
+// Package metrics holds shardkeeper's Prometheus metrics and the registry
+// that /metrics serves.
+package metrics
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry holds every shardkeeper metric plus the Go and process collectors.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// Shards counts the shards by state (Active, Blocked, Waiting, Conflict).
+	Shards = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shardkeeper_shards",
+		Help: "Number of shards, by state.",
+	}, []string{"state"})
+	// MappedObjects counts the objects mapped to each shard, by kind.
+	MappedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shardkeeper_mapped_objects",
+		Help: "Number of objects mapped to a shard, by shard and kind.",
+	}, []string{"shard", "kind"})
+	// ReconcileDuration is the time one reconcile of the shard set takes.
+	ReconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "shardkeeper_reconcile_duration_seconds",
+		Help:    "Time to reconcile the shard set once, writes included.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
+	// ReconcileErrors counts reconciles that ended in an error (and a retry).
+	ReconcileErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shardkeeper_reconcile_errors_total",
+		Help: "Reconciles of the shard set that failed and were retried.",
+	})
+	// BlockedDeletions counts shards whose deletion was refused because
+	// objects were still mapped to them.
+	BlockedDeletions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shardkeeper_blocked_deletions_total",
+		Help: "Shard deletions refused because objects were still mapped to the shard.",
+	})
+	// ForcedDeletions counts shards deleted by force with objects mapped.
+	ForcedDeletions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shardkeeper_forced_deletions_total",
+		Help: "Shards deleted by force while objects were still mapped to them.",
+	})
+	// APIWrites counts the write requests sent to the API server.
+	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shardkeeper_api_writes_total",
+		Help: "Write requests sent to the Kubernetes API server, by verb and resource.",
+	}, []string{"verb", "resource"})
+)
+
+func init() {
+	Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, APIWrites,
+	)
+}
+
+// CountWrites wraps a client transport so that every write request is
+// counted in APIWrites, whoever makes it (controllers, Events, the Lease).
+func CountWrites(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if verb := writeVerb(req.Method); verb != "" {
+			APIWrites.WithLabelValues(verb, Resource(req.URL.Path)).Inc()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func writeVerb(method string) string {
+	switch method {
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		return "delete"
+	}
+	return ""
+}
+
+// Resource returns the resource (with subresource) named by an API path
+// such as /apis/apps/v1/namespaces/ns/deployments/name/status.
+func Resource(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// Skip "api/v1" or "apis/group/version", then an optional "namespaces/ns".
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "other"
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return "namespaces"
+	case 1, 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
+	}
+}

@@ -1,0 +1,67 @@
+// Package probe serves the liveness and readiness endpoints and the
+// Prometheus metrics over HTTP.
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+)
+
+// Check reports nil when its condition holds.
+type Check func() error
+
+// Handler serves /healthz (alive) and /readyz (ready reports nil).
+func Handler(ready Check) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// MetricsHandler serves the registry at /metrics.
+func MetricsHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// Serve listens on addr until ctx ends; an empty or "0" addr serves nothing.
+// The listener is opened before Serve returns, so a bad address fails start-up.
+func Serve(ctx context.Context, addr string, h http.Handler) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logrus.WithError(err).WithField("address", addr).Error("HTTP server stopped")
+		}
+	}()
+	return nil
+}

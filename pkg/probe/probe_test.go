@@ -1,0 +1,26 @@
+package probe
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestHandler(t *testing.T) {
+	var readyErr error = errors.New("caches not synced")
+	h := Handler(func() error { return readyErr })
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec
+	}
+	assert.Equal(t, http.StatusOK, get("/healthz").Code)
+	rec := get("/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Contains(t, rec.Body.String(), "caches not synced")
+	readyErr = nil
+	assert.Equal(t, http.StatusOK, get("/readyz").Code)
+}

@@ -1,0 +1,55 @@
+// Package statuscmd is the `shardkeeper status` subcommand: it prints the
+// status ConfigMap that the daemon writes, with the current kubeconfig.
+package statuscmd
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rancher/wrangler/v3/pkg/kubeconfig"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+// Run parses args (the words after "status") and prints the status to out.
+func Run(args []string, defaultNamespace string, out io.Writer) error {
+	fs := flag.NewFlagSet("shardkeeper status", flag.ContinueOnError)
+	path := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
+	namespace := fs.String("namespace", "", "namespace of the shard ConfigMap (default: the kubeconfig context's, else "+defaultNamespace+")")
+	fs.StringVar(namespace, "n", "", "shorthand for --namespace")
+	configMap := fs.String("configmap", "shardkeeper", "name of the shard ConfigMap")
+	output := fs.String("output", "table", "output format: table, wide, yaml or json")
+	fs.StringVar(output, "o", "table", "shorthand for --output")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	loader := kubeconfig.GetNonInteractiveClientConfig(*path)
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	ns := *namespace
+	if ns == "" {
+		if ctxNS, overridden, err := loader.Namespace(); err == nil && overridden {
+			ns = ctxNS
+		} else {
+			ns = defaultNamespace
+		}
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, *configMap+"-status", metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading the status of %s/%s (is shardkeeper running?): %w", ns, *configMap, err)
+	}
+	return status.Print(out, status.Decode(cm.Data), *output)
+}
