@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
@@ -50,4 +51,13 @@ func TestHandOverAndPlacement(t *testing.T) {
 		assert.Equal(t, "kwok", d.Spec.Template.Spec.NodeSelector["type"], name)
 	}
 	assert.Contains(t, s.deployments()["gitjob-shard-h1"].Spec.Template.Spec.Containers[0].Args, `--shard-node-selector={"type":"kwok"}`)
+
+	// The shard copies' pods above were admitted under Pod Security
+	// "restricted"; a pod that breaks it is not.
+	bad := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "root"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: fixture.Image}}},
+	}
+	_, err = kube.CoreV1().Pods(s.fleetNS).Create(s.ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	assert.ErrorContains(t, err, "violates PodSecurity")
 }

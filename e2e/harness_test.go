@@ -238,7 +238,11 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 	ctx := context.Background()
 	s := &scenario{t: t, ctx: ctx, fleetNS: name + "-fleet", fluxNS: name + "-flux", cmName: "shardkeeper"}
 	for _, ns := range []string{s.fleetNS, s.fluxNS} {
-		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		// Pod Security "restricted" is enforced, so every shard copy proves
+		// it is admitted where its source is.
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
+		}}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
