@@ -61,7 +61,7 @@ $(BIN)/kwok-stages/.done:
 	@touch $@
 
 .PHONY: test
-test: vet test-unit test-e2e ## Run every test: vet, unit and e2e on a local control plane.
+test: vet test-unit chart-test check-manifests test-e2e ## Run every test: vet, unit and e2e on a local control plane.
 
 .PHONY: vet
 vet: ## Check formatting and run go vet.
@@ -76,7 +76,7 @@ test-unit: ## Run the unit tests (pure logic, fuzz seed corpora included).
 
 .PHONY: test-e2e
 test-e2e: $(CONTROL_PLANE) build ## Run the e2e tests against a real kube-apiserver, etcd, controller-manager, scheduler and kwok.
-	SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+	SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the ConfigMap parser for $(FUZZ_TIME).
@@ -93,6 +93,86 @@ demo: $(CONTROL_PLANE) $(BIN)/kubectl build ## Start a local control plane with 
 .PHONY: demo-down
 demo-down: ## Stop everything `make demo` started.
 	@./e2e/demo.sh down "$(DEMO_DIR)"
+
+# --- chart ---
+# Helm is built from the Go module proxy, pinned, with the ldflags of Helm's
+# own release build: without them `helm template` and `helm lint` take the
+# cluster for Kubernetes v1.20 and refuse the chart's kubeVersion. 37 is the
+# minor version of the k8s.io modules that Helm $(HELM_VER) is built with.
+HELM_VER       := v3.22.0
+HELM_K8S_MINOR := 37
+HELM_LDFLAGS   := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VER) \
+  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR) \
+  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR)
+CHART          := charts/shardkeeper
+CHART_NS       := cattle-fleet-system
+# Helm's caches and settings stay under bin/, away from the user's own.
+HELM           := HELM_CACHE_HOME=$(BIN)/.helm/cache HELM_CONFIG_HOME=$(BIN)/.helm/config HELM_DATA_HOME=$(BIN)/.helm/data $(BIN)/helm
+# Values that the chart must refuse: by its schema, and by its templates.
+CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-than-forty-chars' 'shards={shard0,Bad_ID}' \
+  'replicaCount=two' 'logLevel=trace' 'presets.flux.namespace=Flux_System' 'shards[0].id=gpu,shards[0].image=evil' 'unknownKey=1'
+CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true'
+
+$(BIN)/helm:
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) go install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VER)
+
+.PHONY: chart-test
+chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set in charts/shardkeeper/ci/; check that bad values are refused.
+	$(HELM) lint --strict $(CHART)
+	@set -e; for f in $(CHART)/ci/*-values.yaml; do \
+	  echo "helm lint --strict + helm template -f $$f"; \
+	  $(HELM) lint --strict --quiet $(CHART) -f $$f >/dev/null; \
+	  $(HELM) template shardkeeper $(CHART) --namespace $(CHART_NS) -f $$f >/dev/null; \
+	done
+	@for bad in $(CHART_SCHEMA_REFUSES); do \
+	  if out=$$($(HELM) template shardkeeper $(CHART) --set "$$bad" 2>&1); then \
+	    echo "helm template --set $$bad: accepted, but the schema must refuse it"; exit 1; fi; \
+	  if ! grep -q "don't meet the specifications of the schema" <<<"$$out"; then \
+	    echo "helm template --set $$bad: refused, but not by the schema:"; echo "$$out"; exit 1; fi; \
+	  echo "refused by the schema: --set $$bad"; \
+	done
+	@for bad in $(CHART_TEMPLATE_REFUSES); do \
+	  if out=$$($(HELM) template shardkeeper $(CHART) --set "$$bad" 2>&1); then \
+	    echo "helm template --set $$bad: accepted, but the chart must refuse it"; exit 1; fi; \
+	  if ! grep -q "execution error" <<<"$$out"; then \
+	    echo "helm template --set $$bad: refused, but not by the chart's checks:"; echo "$$out"; exit 1; fi; \
+	  echo "refused by the chart: --set $$bad"; \
+	done
+
+# render-manifests writes the chart rendered with its default values into the
+# directory $(1): shardkeeper.yaml holds everything but the shard ConfigMap,
+# which goes to shardkeeper-configmap.yaml, to be created once, so that
+# applying the manifests again never resets the shard list.
+render-manifests = mkdir -p $(1) && \
+  { printf '%s\n' \
+      '\# shardkeeper, rendered from charts/shardkeeper with its default values by' \
+      '\# `make manifests`: do not edit. Apply it in a cluster where Fleet runs in' \
+      '\# cattle-fleet-system, and create the shard ConfigMap once:' \
+      '\#   kubectl apply --server-side -f manifests/shardkeeper.yaml' \
+      '\#   kubectl create -f manifests/shardkeeper-configmap.yaml' && \
+    $(HELM) template shardkeeper $(CHART) --namespace $(CHART_NS) --set configMap.create=false; } > $(1)/shardkeeper.yaml && \
+  { printf '%s\n' \
+      '\# The shard ConfigMap of manifests/shardkeeper.yaml, rendered by `make manifests`.' \
+      '\# Create it once, with `kubectl create -f`, which never overwrites it; then' \
+      '\# change the shards with `kubectl patch` (see the README).' && \
+    $(HELM) template shardkeeper $(CHART) --namespace $(CHART_NS) --show-only templates/configmap.yaml; } > $(1)/shardkeeper-configmap.yaml
+
+.PHONY: manifests
+manifests: $(BIN)/helm ## Regenerate manifests/ from the Helm chart's default values.
+	@$(call render-manifests,manifests)
+	@echo "manifests/ regenerated from $(CHART)"
+
+.PHONY: check-manifests
+check-manifests: $(BIN)/helm ## Fail if manifests/ differs from a fresh render of the Helm chart.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(call render-manifests,$$tmp) && \
+	  if ! diff -ru manifests "$$tmp"; then \
+	    echo "manifests/ is out of date with $(CHART): run 'make manifests' and commit the result"; exit 1; \
+	  fi
+
+test-e2e: $(BIN)/helm
+# --- end chart ---
 
 .PHONY: clean
 clean: ## Remove build output (the cached control plane too).

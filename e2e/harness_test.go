@@ -237,6 +237,11 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 	t.Helper()
 	ctx := context.Background()
 	s := &scenario{t: t, ctx: ctx, fleetNS: name + "-fleet", fluxNS: name + "-flux", cmName: "shardkeeper"}
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.dump(t)
+		}
+	})
 	for _, ns := range []string{s.fleetNS, s.fluxNS} {
 		// Pod Security "restricted" is enforced, so every shard copy proves
 		// it is admitted where its source is.
@@ -529,4 +534,37 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// dump logs what a person would look at first when a scenario fails: its
+// pods and warning Events, and the ends of the control plane's logs.
+func (s *scenario) dump(t *testing.T) {
+	ctx := context.Background()
+	for _, ns := range []string{s.fleetNS, s.fluxNS} {
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, p := range pods.Items {
+				t.Logf("pod %s/%s node=%q phase=%s conditions=%v", ns, p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+			}
+		}
+		events, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, e := range events.Items {
+				if e.Type == corev1.EventTypeWarning {
+					t.Logf("event %s %s/%s: %s", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+				}
+			}
+		}
+	}
+	if nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range nodes.Items {
+			t.Logf("node %s taints=%v conditions=%v", n.Name, n.Spec.Taints, n.Status.Conditions)
+		}
+	}
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kwok"} {
+		b, err := os.ReadFile(env.LogPath(name))
+		if err == nil {
+			t.Logf("%s log:\n%s", name, tail(string(b), 30))
+		}
+	}
 }
