@@ -5,6 +5,8 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -248,7 +250,7 @@ func Decide(in Input) (Plan, error) {
 	synced := in.Mapped.Synced()
 	force := in.Config.Force
 	var consumed []string
-	for _, id := range sortedKeys(inForce) {
+	for _, id := range slices.Sorted(maps.Keys(inForce)) {
 		if desired[id] {
 			continue
 		}
@@ -328,7 +330,7 @@ func BlockedMessage(cm types.NamespacedName, id string, counts map[string]int, s
 // FormatCounts renders per-kind counts as "2 gitrepos, 1 helmreleases".
 func FormatCounts(counts map[string]int) string {
 	var parts []string
-	for _, k := range sortedKeys(counts) {
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 	}
 	if len(parts) == 0 {
@@ -367,15 +369,6 @@ func nonZero(counts map[string]int) map[string]int {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func quoteAll(ss []string) []string {

@@ -3,6 +3,8 @@ package shardset
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,7 +47,7 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan, inForce map[string
 			created[a.Shard] = append(created[a.Shard], a.Deployment.Name)
 		}
 	}
-	for _, id := range sortedKeys(created) {
+	for _, id := range slices.Sorted(maps.Keys(created)) {
 		if !failed[id] {
 			sort.Strings(created[id])
 			c.recorder.Eventf(cm, corev1.EventTypeNormal, status.ReasonShardCreated,
@@ -121,13 +123,4 @@ func (c *Controller) write(a plan.Action) error {
 	}
 	log.Info("done")
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
