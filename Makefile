@@ -113,6 +113,9 @@ CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-t
   'replicaCount=two' 'logLevel=trace' 'presets.flux.namespace=Flux_System' 'shards[0].id=gpu,shards[0].image=evil' 'unknownKey=1'
 CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true'
 
+.PHONY: helm
+helm: $(BIN)/helm ## Build bin/helm, the pinned Helm (cached; delete it to rebuild).
+
 $(BIN)/helm:
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) go install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VER)

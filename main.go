@@ -35,7 +35,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
@@ -184,7 +183,7 @@ func run() error {
 		return fmt.Errorf("discovery client: %w", err)
 	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster := shardset.NewEventBroadcaster(ctx)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events(ref.Namespace)})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
