@@ -87,7 +87,7 @@ run: build ## Run shardkeeper against the current kubeconfig (ARGS="--preset fle
 	$(BIN)/shardkeeper $(ARGS)
 
 .PHONY: demo
-demo: $(CONTROL_PLANE) $(BIN)/kubectl build ## Start a local control plane with shardkeeper running on it, and print how to drive it.
+demo: $(CONTROL_PLANE) $(BIN)/kubectl $(BIN)/helm build ## Start a local control plane with shardkeeper running on it, and print how to drive it.
 	@./e2e/demo.sh up "$(DEMO_DIR)"
 
 .PHONY: demo-down

@@ -44,8 +44,16 @@ up)
       sleep 0.2
     done
     grep -q '^ready' "$dir/localcluster.out" || { echo "the control plane did not start in time; see $dir/localcluster.log"; exit 1; }
-    "$bin/demoseed" --kubeconfig "$kubeconfig"
-    setsid nohup "$bin/shardkeeper" --kubeconfig "$kubeconfig" --preset fleet,flux \
+    "$bin/demoseed" --kubeconfig "$kubeconfig" \
+      --impersonate cattle-fleet-system/shardkeeper --impersonating-kubeconfig "$dir/shardkeeper.kubeconfig"
+    echo "installing the chart..."
+    HELM_CACHE_HOME=$dir/helm/cache HELM_CONFIG_HOME=$dir/helm/config HELM_DATA_HOME=$dir/helm/data \
+      "$bin/helm" --kubeconfig "$kubeconfig" install shardkeeper charts/shardkeeper --namespace cattle-fleet-system \
+      --set presets.flux.enabled=true --set shards='shard0 shard1' --set replicaCount=1 >"$dir/helm.log"
+    # kwok's pods run no containers, so the daemon runs here, as the chart's
+    # ServiceAccount: every request it makes is checked against the chart's RBAC.
+    setsid nohup "$bin/shardkeeper" --kubeconfig "$dir/shardkeeper.kubeconfig" --namespace cattle-fleet-system \
+      --preset fleet,flux --leader-elect --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
       >"$dir/shardkeeper.log" 2>&1 </dev/null &
     echo $! >"$dir/shardkeeper.pid"
     for _ in $(seq 1 150); do
@@ -56,10 +64,16 @@ up)
   k="$bin/kubectl --kubeconfig $kubeconfig"
   cat <<MSG
 
-shardkeeper is running on a local control plane (log: $dir/shardkeeper.log).
+shardkeeper is running on a local control plane, installed with the chart in
+charts/shardkeeper. The daemon runs as a local process acting as the chart's
+ServiceAccount (log: $dir/shardkeeper.log; metrics: http://127.0.0.1:18080/metrics).
 Fleet's and Flux's controllers are stand-ins: kwok runs their pods, nothing else.
 
   alias k='$k'
+  alias shardkeeper='$bin/shardkeeper'
+
+  # the shards at a glance
+  shardkeeper status --kubeconfig $kubeconfig -n cattle-fleet-system
 
   # the shards and their controller Deployments
   k -n cattle-fleet-system get configmap shardkeeper -o jsonpath='{.data.shards}'; echo

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // TestFailover runs two replicas with leader election: the standby writes
@@ -58,4 +60,11 @@ func TestFailover(t *testing.T) {
 	created, err := b.metric(`shardkeeper_api_writes_total{resource="deployments",verb="create"}`)
 	require.NoError(t, err)
 	assert.Equal(t, 4.0, created, "the new leader created f2's Deployments once each, and nothing of f1")
+
+	// SIGTERM releases the Lease at once, so a standby need not wait for
+	// it to expire.
+	b.stop()
+	lease, err := kube.CoordinationV1().Leases(s.fleetNS).Get(s.ctx, "shardkeeper", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, ptr.Deref(lease.Spec.HolderIdentity, ""), "the Lease is released on shutdown")
 }

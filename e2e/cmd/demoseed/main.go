@@ -1,7 +1,7 @@
 // Command demoseed fills a fresh local control plane with what `make demo`
 // shows: Fleet's and Flux's controllers (as stand-ins shaped like the real
-// Deployments), the mapped-object CRDs, a few GitRepos and HelmReleases,
-// and the shard ConfigMap.
+// Deployments), the mapped-object CRDs and a few GitRepos and HelmReleases.
+// The chart installs shardkeeper itself.
 package main
 
 import (
@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,15 +27,44 @@ import (
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the local control plane")
-	shards := flag.String("shards", "shard0,shard1", "initial shard list")
+	impersonate := flag.String("impersonate", "", "a ServiceAccount NAMESPACE/NAME: write a kubeconfig that acts as it")
+	out := flag.String("impersonating-kubeconfig", "", "where to write the kubeconfig for --impersonate")
 	flag.Parse()
-	if err := seed(*kubeconfig, *shards); err != nil {
+	if err := seed(*kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "demoseed:", err)
 		os.Exit(1)
 	}
+	if *impersonate != "" {
+		if err := writeImpersonating(*kubeconfig, *impersonate, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "demoseed:", err)
+			os.Exit(1)
+		}
+	}
 }
 
-func seed(kubeconfig, shards string) error {
+// writeImpersonating copies the admin kubeconfig and makes it act as the
+// ServiceAccount, so that every request of a daemon run with it is checked
+// against the chart's RBAC.
+func writeImpersonating(kubeconfig, sa, out string) error {
+	ns, name, ok := strings.Cut(sa, "/")
+	if !ok || out == "" {
+		return fmt.Errorf("--impersonate wants NAMESPACE/NAME and --impersonating-kubeconfig a path")
+	}
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = "system:serviceaccount:" + ns + ":" + name
+		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	}
+	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	return nil
+}
+
+func seed(kubeconfig string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -67,10 +97,6 @@ func seed(kubeconfig, shards string) error {
 		if err := ignoreExists(kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("deployment %s: %w", d.Name, err)
 		}
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shardkeeper", Namespace: fleetNS}, Data: map[string]string{"shards": shards}}
-	if err := ignoreExists(kube.CoreV1().ConfigMaps(fleetNS).Create(ctx, cm, metav1.CreateOptions{})); err != nil {
-		return fmt.Errorf("configmap: %w", err)
 	}
 	// The CRDs are served a moment after they are created.
 	for _, gvr := range mappedKinds() {
