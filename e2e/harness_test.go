@@ -15,15 +15,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -223,14 +224,14 @@ func holds(t *testing.T, period time.Duration, what string, cond func() error) {
 
 // scenario is one test's namespaces, sources and ConfigMap.
 type scenario struct {
-	t        *testing.T
-	ctx      context.Context
-	fleetNS  string
-	fluxNS   string
-	cmName   string
-	daemon   *daemon
-	mu       sync.Mutex
-	deletion map[string]bool
+	t       *testing.T
+	ctx     context.Context
+	fleetNS string
+	fluxNS  string
+	cmName  string
+	daemon  *daemon
+	// kubeconfig acts as the chart's ServiceAccount.
+	kubeconfig string
 }
 
 func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
@@ -267,11 +268,41 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 
 func (s *scenario) args(extra ...string) []string {
 	return append([]string{"--namespace", s.fleetNS, "--configmap", s.cmName, "--preset", "fleet,flux",
-		"--fleet-namespace", s.fleetNS, "--flux-namespace", s.fluxNS}, extra...)
+		"--fleet-namespace", s.fleetNS, "--flux-namespace", s.fluxNS, s.leastPrivilege()}, extra...)
 }
 
 func (s *scenario) start(extra ...string) {
 	s.daemon = startDaemon(s.t, s.args(extra...)...)
+}
+
+// leastPrivilege installs the chart's ServiceAccount and RBAC for the
+// scenario's namespaces and returns the daemon flag that makes it act as
+// that ServiceAccount: every scenario then proves the chart grants enough,
+// since the real API server checks each request against it.
+func (s *scenario) leastPrivilege() string {
+	s.t.Helper()
+	if s.kubeconfig != "" {
+		return "--kubeconfig=" + s.kubeconfig
+	}
+	objs := decodeObjects(s.t, helm(s.t, "template", s.fleetNS, chartDir, "--namespace", s.fleetNS,
+		"--set", "presets.fleet.namespace="+s.fleetNS,
+		"--set", "presets.flux.enabled=true", "--set", "presets.flux.namespace="+s.fluxNS,
+		"--set", "configMap.create=false"))
+	var rbac []*unstructured.Unstructured
+	sa := ""
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount":
+			sa = o.GetName()
+			rbac = append(rbac, o)
+		case "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
+			rbac = append(rbac, o)
+		}
+	}
+	require.NotEmpty(s.t, sa, "the chart renders a ServiceAccount")
+	applyObjects(s.t, rbac)
+	s.kubeconfig = impersonatingKubeconfig(s.t, "system:serviceaccount:"+s.fleetNS+":"+sa, serviceAccountGroups(s.fleetNS)...)
+	return "--kubeconfig=" + s.kubeconfig
 }
 
 func (s *scenario) createConfigMap(shards string) {

@@ -25,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -520,32 +519,6 @@ func writeRSAKey(path string) error {
 }
 
 // kubeconfigYAML renders a kubeconfig for the admin user.
-// KubeconfigFor writes a kubeconfig under WorkDir that authenticates as the
-// admin and impersonates user (and groups), so that every request made with
-// it is authorized as that user, e.g. "system:serviceaccount:NS:NAME", by
-// the API server's RBAC.
-func (c *Cluster) KubeconfigFor(user string, groups ...string) (string, error) {
-	out := strings.Replace(string(kubeconfigYAML(c.host, c.caData, c.adminToken)), "    token: "+c.adminToken+"\n",
-		"    token: "+c.adminToken+"\n    as: "+strconv.Quote(user)+"\n"+asGroups(groups), 1)
-	path := filepath.Join(c.workDir, "impersonate-"+strings.NewReplacer(":", "_", "/", "_").Replace(user)+".kubeconfig")
-	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
-		return "", fmt.Errorf("writing kubeconfig for %s: %w", user, err)
-	}
-	return path, nil
-}
-
-func asGroups(groups []string) string {
-	if len(groups) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("    as-groups:\n")
-	for _, g := range groups {
-		fmt.Fprintf(&b, "    - %s\n", strconv.Quote(g))
-	}
-	return b.String()
-}
-
 func kubeconfigYAML(server string, ca []byte, token string) []byte {
 	return fmt.Appendf(nil, `apiVersion: v1
 kind: Config
