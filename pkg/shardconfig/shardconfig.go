@@ -176,6 +176,10 @@ func parseList(value string) ([]Shard, error) {
 	fields := strings.FieldsFunc(value, func(r rune) bool {
 		return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r'
 	})
+	if len(fields) == 0 {
+		// Only separators: as empty as an empty value, and as likely a slip.
+		return nil, errors.New(`shards: the list has separators but no shard ID; to remove every shard, list none explicitly with "[]"`)
+	}
 	if len(fields) > MaxShards {
 		return nil, fmt.Errorf("shards: %d shards listed, at most %d are allowed", len(fields), MaxShards)
 	}
@@ -207,10 +211,16 @@ func parseYAML(value string) ([]Shard, error) {
 	if n := strings.Count(value, "\n-") + 1; n > 4*MaxShards {
 		return nil, fmt.Errorf("shards: about %d items listed, at most %d are allowed", n, MaxShards)
 	}
-	var raw []rawItem
-	if err := yaml.UnmarshalStrict([]byte(value), &raw); err != nil {
+	var list *[]rawItem
+	if err := yaml.UnmarshalStrict([]byte(value), &list); err != nil {
 		return nil, fmt.Errorf("shards: not a valid YAML list of shard IDs or shard objects {id, nodeSelector, tolerations, resources, replicas}: %w", err)
 	}
+	if list == nil {
+		// "---" or "~" decode to null: no list at all, which must not read
+		// as the empty list that removes every shard.
+		return nil, errors.New(`shards: the YAML value is null, not a list; to remove every shard, list none explicitly with "[]"`)
+	}
+	raw := *list
 	if len(raw) > MaxShards {
 		return nil, fmt.Errorf("shards: %d shards listed, at most %d are allowed", len(raw), MaxShards)
 	}

@@ -62,6 +62,9 @@ func TestParseShardsRejects(t *testing.T) {
 	}{
 		{"empty", "", "empty"},
 		{"whitespace", "  \n ", "empty"},
+		{"separators only", ",, ,", "no shard ID"},
+		{"yaml document marker", "---", "null"},
+		{"yaml null list", "- \n", "empty"},
 		{"uppercase", "Shard0", "invalid"},
 		{"underscore", "shard_0", "invalid"},
 		{"leading dash in list", "a,-b", "invalid"},
@@ -140,7 +143,7 @@ func TestForce(t *testing.T) {
 func FuzzParseShards(f *testing.F) {
 	for _, seed := range []string{
 		"shard0,shard1", "- a\n- id: b\n  replicas: 2\n", "[a, b]", "[]", "- id: a\n  image: x\n",
-		"- &a [x]\n- [*a,*a]\n", "a,,b", "- id: a\n  resources: {limits: {cpu: 1}}\n",
+		"- &a [x]\n- [*a,*a]\n", "a,,b", "- id: a\n  resources: {limits: {cpu: 1}}\n", ",,", "[ ]",
 	} {
 		f.Add(seed)
 	}
@@ -151,6 +154,9 @@ func FuzzParseShards(f *testing.F) {
 		}
 		if len(shards) > MaxShards {
 			t.Fatalf("accepted %d shards", len(shards))
+		}
+		if len(shards) == 0 && !strings.HasPrefix(strings.TrimSpace(value), "[") {
+			t.Fatalf("%q read as no shards: only an explicit [] may remove them all", value)
 		}
 		seen := map[string]bool{}
 		for _, s := range shards {
