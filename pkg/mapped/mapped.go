@@ -1,14 +1,15 @@
 // Package mapped counts, per shard ID, the objects (GitRepos, HelmOps,
 // HelmReleases, ...) whose shard label maps them to a shard. It watches
-// metadata only, keeps only what the decisions read (name, namespace, the
-// shard label, the deletion state), and follows each kind's CRD so that a
-// kind installed later is picked up without a restart.
+// metadata only, and only objects that carry the label; it keeps only each
+// object's key and shard; and it follows each kind's CRD so that a kind
+// installed later is picked up without a restart.
 package mapped
 
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -41,19 +44,19 @@ type kind struct {
 	spec source.MappedKind
 
 	mu sync.RWMutex
-	// pending: the CRD exists but the informer does not run yet.
+	// pending: the CRD exists but the reflector does not run yet.
 	pending bool
 	cancel  context.CancelFunc
-	synced  cache.InformerSynced
-	indexer cache.Indexer
-	counts  map[string]int
+	index   *shardIndex
 }
-
-const shardIndex = "shard"
 
 // maxDiscoveryAttempts bounds the wait, at one a second, for a new CRD's
 // version to be served.
 const maxDiscoveryAttempts = 30
+
+// listPageSize pages the initial list, so that the whole kind is never in
+// memory at once as one response.
+const listPageSize = 500
 
 // New returns a Tracker for kinds; onChange is called whenever a count may
 // have changed or a kind appeared or went.
@@ -128,63 +131,31 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 		return
 	}
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.cancel != nil {
+		k.mu.Unlock()
 		return
 	}
 	kctx, cancel := context.WithCancel(ctx)
-	label := k.spec.Label
-	inf := metadatainformer.NewFilteredMetadataInformer(t.client, k.spec.Resource, metav1.NamespaceAll, 0,
-		cache.Indexers{shardIndex: func(obj any) ([]string, error) {
-			m, err := meta(obj)
-			if err != nil {
-				return nil, err
-			}
-			return []string{m.Labels[label]}, nil
-		}},
-		func(o *metav1.ListOptions) { o.LabelSelector = label }).Informer()
-	if err := inf.SetTransform(trim(label)); err != nil {
-		cancel()
-		logrus.WithError(err).Error("setting transform")
-		return
+	client, label := t.client.Resource(k.spec.Resource), k.spec.Label
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = label
+			return client.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = label
+			return client.Watch(ctx, o)
+		},
 	}
-	counts := map[string]int{}
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			k.adjust(counts, obj, 1)
-			t.onChange()
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, err1 := meta(oldObj)
-			n, err2 := meta(newObj)
-			if err1 != nil || err2 != nil {
-				return
-			}
-			if o.Labels[label] == n.Labels[label] && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
-				return
-			}
-			k.adjust(counts, oldObj, -1)
-			k.adjust(counts, newObj, 1)
-			t.onChange()
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			k.adjust(counts, obj, -1)
-			t.onChange()
-		},
+	index := newShardIndex(label, t.onChange)
+	r := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, index, cache.ReflectorOptions{
+		Name: k.spec.Resource.String(),
 	})
-	if err != nil {
-		cancel()
-		logrus.WithError(err).Error("adding handler")
-		return
-	}
-	// Counts are kept by the handler, so they are complete when the
-	// handler has seen the initial list, not when the store has.
-	k.pending, k.cancel, k.synced, k.indexer, k.counts = false, cancel, reg.HasSynced, inf.GetIndexer(), counts
+	r.WatchListPageSize = listPageSize
+	k.pending, k.cancel, k.index = false, cancel, index
+	k.mu.Unlock()
 	logrus.WithField("resource", k.spec.Resource.String()).Info("watching mapped objects")
-	go inf.Run(kctx.Done())
+	go r.RunWithContext(kctx)
 	t.onChange()
 }
 
@@ -193,7 +164,7 @@ func (t *Tracker) crdGone(k *kind) {
 	if k.cancel != nil {
 		k.cancel()
 	}
-	k.pending, k.cancel, k.synced, k.indexer, k.counts = false, nil, nil, nil, nil
+	k.pending, k.cancel, k.index = false, nil, nil
 	k.mu.Unlock()
 	logrus.WithField("resource", k.spec.Resource.String()).Info("CRD removed; its objects count as zero")
 	t.onChange()
@@ -215,23 +186,6 @@ func (t *Tracker) serves(gvr schema.GroupVersionResource) (bool, error) {
 	return false, nil
 }
 
-// adjust counts the object under its shard label. It is called from the
-// informer's single handler goroutine, but read from the reconciler, hence
-// the lock.
-func (k *kind) adjust(counts map[string]int, obj any, delta int) {
-	m, err := meta(obj)
-	if err != nil {
-		return
-	}
-	id := m.Labels[k.spec.Label]
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	counts[id] += delta
-	if counts[id] <= 0 {
-		delete(counts, id)
-	}
-}
-
 // Synced reports whether every CRD watch has synced and every kind whose
 // CRD is served has filled its cache. Until then no shard may be deleted.
 func (t *Tracker) Synced() bool {
@@ -245,7 +199,7 @@ func (t *Tracker) Synced() bool {
 	}
 	for _, k := range t.kinds {
 		k.mu.RLock()
-		ok := !k.pending && (k.synced == nil || k.synced())
+		ok := !k.pending && (k.index == nil || k.index.hasSynced())
 		k.mu.RUnlock()
 		if !ok {
 			return false
@@ -258,11 +212,11 @@ func (t *Tracker) Synced() bool {
 func (t *Tracker) Counts(shard string) map[string]int {
 	out := map[string]int{}
 	for _, k := range t.kinds {
-		k.mu.RLock()
-		if n := k.counts[shard]; n > 0 {
-			out[k.spec.Name()] = n
+		if index := k.current(); index != nil {
+			if n := index.count(shard); n > 0 {
+				out[k.spec.Name()] = n
+			}
 		}
-		k.mu.RUnlock()
 	}
 	return out
 }
@@ -271,22 +225,15 @@ func (t *Tracker) Counts(shard string) map[string]int {
 func (t *Tracker) Sample(shard string, n int) []string {
 	var out []string
 	for _, k := range t.kinds {
-		k.mu.RLock()
-		indexer := k.indexer
-		k.mu.RUnlock()
-		if indexer == nil {
+		index := k.current()
+		if index == nil {
 			continue
 		}
-		keys, err := indexer.IndexKeys(shardIndex, shard)
-		if err != nil {
-			continue
-		}
-		sort.Strings(keys)
-		for _, key := range keys {
-			if len(out) >= n {
-				return out
-			}
+		for _, key := range index.sample(shard, n-len(out)) {
 			out = append(out, k.spec.Name()+" "+key)
+		}
+		if len(out) >= n {
+			break
 		}
 	}
 	return out
@@ -296,52 +243,19 @@ func (t *Tracker) Sample(shard string, n int) []string {
 func (t *Tracker) Shards() []string {
 	seen := map[string]bool{}
 	for _, k := range t.kinds {
-		k.mu.RLock()
-		for id := range k.counts {
-			if id != "" { // an empty shard label is the unsharded controller's
-				seen[id] = true
+		if index := k.current(); index != nil {
+			for _, id := range index.shards() {
+				if id != "" { // an empty shard label is the unsharded controller's
+					seen[id] = true
+				}
 			}
 		}
-		k.mu.RUnlock()
 	}
-	out := make([]string, 0, len(seen))
-	for id := range seen {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
-// trim keeps only what the decisions read. A metadata watch still carries
-// every annotation (a last-applied one alone is most of an object), and the
-// cache would hold all of it for every object.
-func trim(label string) cache.TransformFunc {
-	return func(obj any) (any, error) {
-		m, ok := obj.(*metav1.PartialObjectMetadata)
-		if !ok {
-			return obj, nil
-		}
-		out := &metav1.PartialObjectMetadata{
-			TypeMeta: m.TypeMeta,
-			ObjectMeta: metav1.ObjectMeta{
-				Name:              m.Name,
-				Namespace:         m.Namespace,
-				UID:               m.UID,
-				ResourceVersion:   m.ResourceVersion,
-				DeletionTimestamp: m.DeletionTimestamp,
-			},
-		}
-		if v, ok := m.Labels[label]; ok {
-			out.Labels = map[string]string{label: v}
-		}
-		return out, nil
-	}
-}
-
-func meta(obj any) (*metav1.PartialObjectMetadata, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return nil, fmt.Errorf("unexpected object %T", obj)
-	}
-	return m, nil
+func (k *kind) current() *shardIndex {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.index
 }
