@@ -122,8 +122,10 @@ type Unknown struct {
 
 // Plan is the outcome of a decision.
 type Plan struct {
-	Actions  []Action
-	Removals []Removal
+	Actions []Action
+	// NewShards are the listed shards that had no Deployment at all.
+	NewShards map[string]bool
+	Removals  []Removal
 	// Shards is the status, sorted by ID; removed shards are absent.
 	Shards []ShardStatus
 	// Force is the force-delete annotation as it should be after the plan
@@ -140,9 +142,9 @@ type Plan struct {
 	Unknown []Unknown
 }
 
-// InForce returns the shards that have managed Deployments, with those
+// shardsInForce returns the shards that have managed Deployments, with those
 // Deployments, derived from the cluster so a restart resumes where it stopped.
-func InForce(sources []SourceState, deployments map[string]*appsv1.Deployment) map[string][]*appsv1.Deployment {
+func shardsInForce(sources []SourceState, deployments map[string]*appsv1.Deployment) map[string][]*appsv1.Deployment {
 	out := map[string][]*appsv1.Deployment{}
 	for _, s := range sources {
 		prefix := s.Source.Name + "-shard-"
@@ -163,10 +165,10 @@ func InForce(sources []SourceState, deployments map[string]*appsv1.Deployment) m
 	return out
 }
 
-// ValidateForce checks the force-delete annotation against the shards that
+// validateForce checks the force-delete annotation against the shards that
 // exist: naming a shard that is neither listed nor running is a mistake
 // (a typo would otherwise wait, armed, for a later shard of that name).
-func ValidateForce(in Input, inForce map[string][]*appsv1.Deployment) error {
+func validateForce(in Input, inForce map[string][]*appsv1.Deployment) error {
 	desired := in.Config.IDs()
 	var unknown []string
 	for _, id := range in.Config.Force.IDs {
@@ -183,11 +185,11 @@ func ValidateForce(in Input, inForce map[string][]*appsv1.Deployment) error {
 
 // Decide computes the plan for a valid configuration.
 func Decide(in Input) (Plan, error) {
-	inForce := InForce(in.Sources, in.Deployments)
-	if err := ValidateForce(in, inForce); err != nil {
+	inForce := shardsInForce(in.Sources, in.Deployments)
+	if err := validateForce(in, inForce); err != nil {
 		return Plan{}, err
 	}
-	var p Plan
+	p := Plan{NewShards: map[string]bool{}}
 	desired := in.Config.IDs()
 
 	for _, s := range in.Sources {
@@ -198,6 +200,9 @@ func Decide(in Input) (Plan, error) {
 
 	renderFailed := map[string]bool{}
 	for _, shard := range in.Config.Shards {
+		if len(inForce[shard.ID]) == 0 {
+			p.NewShards[shard.ID] = true
+		}
 		st := ShardStatus{ID: shard.ID, State: StateActive}
 		var conflicts []string
 		for _, s := range in.Sources {

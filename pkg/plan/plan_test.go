@@ -125,11 +125,13 @@ func TestCreateThenSteady(t *testing.T) {
 	require.Len(t, p.Shards, 2)
 	assert.Equal(t, StateActive, p.Shards[0].State)
 	assert.Equal(t, 2, p.Shards[0].Desired)
+	assert.Equal(t, map[string]bool{"a": true, "b": true}, p.NewShards)
 
 	w.converge(p)
 	p, err = w.decide("a,b", "")
 	require.NoError(t, err)
 	assert.Empty(t, p.Actions, "a converged world needs no write")
+	assert.Empty(t, p.NewShards)
 }
 
 func TestSourceChangeRollsOut(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/sirupsen/logrus"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +21,7 @@ import (
 
 // apply carries out the plan's Deployment writes, in parallel, and emits
 // the action Events of the shards whose writes all succeeded.
-func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan, inForce map[string][]*appsv1.Deployment) error {
+func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 	errs := make([]error, len(p.Actions))
 	sem := make(chan struct{}, writeParallelism)
 	var wg sync.WaitGroup
@@ -43,7 +42,7 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan, inForce map[string
 			failed[a.Shard] = true
 			continue
 		}
-		if a.Kind == plan.Create && len(inForce[a.Shard]) == 0 {
+		if a.Kind == plan.Create && p.NewShards[a.Shard] {
 			created[a.Shard] = append(created[a.Shard], a.Deployment.Name)
 		}
 	}

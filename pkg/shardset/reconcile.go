@@ -62,8 +62,7 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		return cm, c.report(cm, status.Status{Error: err.Error()})
 	}
 
-	inForce := plan.InForce(in.Sources, in.Deployments)
-	applyErr := c.apply(cm, p, inForce)
+	applyErr := c.apply(cm, p)
 
 	if applyErr == nil && p.ForceChanged {
 		if err := c.setForce(cm, p.Force); err != nil {
