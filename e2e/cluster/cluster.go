@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -539,4 +540,20 @@ contexts:
     namespace: default
 current-context: shardkeeper-e2e
 `, server, base64.StdEncoding.EncodeToString(ca), AdminUser, token, AdminUser)
+}
+
+// Signal sends sig to the named process ("etcd", "kube-apiserver", ...):
+// SIGSTOP and SIGCONT pause and resume it, for fault tests.
+func (c *Cluster) Signal(name string, sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.name == name && p.cmd != nil && p.cmd.Process != nil {
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				return fmt.Errorf("signal %s to %s: %w", sig, name, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("signal %s: %s is not running", sig, name)
 }
