@@ -223,6 +223,10 @@ func TestUserStory(t *testing.T) {
 			}
 			return nil
 		})
+		s.waitEvent(status.ReasonShardRestored, "gitjob-shard-s1 of shard s1 was changed by hand")
+		require.NoError(t, kube.AppsV1().Deployments(s.fluxNS).Delete(s.ctx, "helm-controller-shard-s1", metav1.DeleteOptions{}))
+		s.waitEvent(status.ReasonShardRestored, "helm-controller-shard-s1 of shard s1 was missing")
+		s.waitShards("s1")
 	})
 
 	t.Run("a restarted daemon makes no writes", func(t *testing.T) {

@@ -92,6 +92,10 @@ type Action struct {
 	Deployment *appsv1.Deployment
 	// Existing is the Deployment being updated or replaced.
 	Existing *appsv1.Deployment
+	// Restore marks a write that undoes a change made by hand: an update
+	// although the render did not change, or a create for a shard that has
+	// its other Deployments.
+	Restore bool
 }
 
 // Removal is a shard whose Deployments are deleted in this plan.
@@ -225,14 +229,15 @@ func Decide(in Input) (Plan, error) {
 			}
 			switch {
 			case existing == nil:
-				p.Actions = append(p.Actions, Action{Kind: Create, Shard: shard.ID, Deployment: rendered})
+				p.Actions = append(p.Actions, Action{Kind: Create, Shard: shard.ID, Deployment: rendered, Restore: !p.NewShards[shard.ID]})
 			case existing.DeletionTimestamp != nil:
 				// Being deleted (a replace in progress, or by hand): it is
 				// created again once it is gone.
 			case render.SelectorChanged(rendered, existing):
 				p.Actions = append(p.Actions, Action{Kind: Replace, Shard: shard.ID, Deployment: rendered, Existing: existing})
 			case !render.UpToDate(rendered, existing):
-				p.Actions = append(p.Actions, Action{Kind: Update, Shard: shard.ID, Deployment: rendered, Existing: existing})
+				p.Actions = append(p.Actions, Action{Kind: Update, Shard: shard.ID, Deployment: rendered, Existing: existing,
+					Restore: existing.Annotations[render.SpecHashAnnotation] == rendered.Annotations[render.SpecHashAnnotation]})
 				if Ready(existing) {
 					st.Ready++
 				}

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
@@ -143,6 +144,22 @@ func TestSourceChangeRollsOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[ActionKind][]string{Update: {"fleet-controller-shard-a"}}, kinds(p))
 	assert.Equal(t, "rancher/fleet:v2", p.Actions[0].Deployment.Spec.Template.Spec.Containers[0].Image)
+	assert.False(t, p.Actions[0].Restore, "a source change is a rollout, not a repair")
+}
+
+func TestHandEditsAreRestored(t *testing.T) {
+	w := newWorld(t)
+	p, _ := w.decide("a", "")
+	w.converge(p)
+	w.deps[ns+"/gitjob-shard-a"].Spec.Replicas = ptr.To[int32](5)
+	delete(w.deps, ns+"/fleet-controller-shard-a")
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, map[ActionKind][]string{Create: {"fleet-controller-shard-a"}, Update: {"gitjob-shard-a"}}, kinds(p))
+	for _, a := range p.Actions {
+		assert.True(t, a.Restore, a.Deployment.Name)
+	}
+	assert.Empty(t, p.NewShards)
 }
 
 func TestRemovalGuard(t *testing.T) {

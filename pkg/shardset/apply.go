@@ -42,6 +42,14 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 			failed[a.Shard] = true
 			continue
 		}
+		if a.Restore {
+			what := "changed by hand; its rendered spec was restored"
+			if a.Kind == plan.Create {
+				what = "missing; it was created again"
+			}
+			c.recorder.Eventf(cm, corev1.EventTypeWarning, status.ReasonShardRestored,
+				"Deployment %s/%s of shard %s was %s", a.Deployment.Namespace, a.Deployment.Name, a.Shard, what)
+		}
 		if a.Kind == plan.Create && p.NewShards[a.Shard] {
 			created[a.Shard] = append(created[a.Shard], a.Deployment.Name)
 		}

@@ -35,6 +35,7 @@ const (
 	ReasonUnknownShard         = "UnknownShard"
 	ReasonSourceNotShardAware  = "SourceNotShardAware"
 	ReasonRenderFailed         = "RenderFailed"
+	ReasonShardRestored        = "ShardRestored"
 )
 
 // Warnings are the cluster-wide findings that are not a shard's state.
