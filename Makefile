@@ -79,8 +79,17 @@ test-e2e: $(CONTROL_PLANE) build ## Run the e2e tests against a real kube-apiser
 	SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the ConfigMap parser for $(FUZZ_TIME).
+fuzz: ## Fuzz the ConfigMap parser and the renderer, $(FUZZ_TIME) each; crashes land in testdata/fuzz as seed cases.
 	go test ./pkg/shardconfig -run '^$$' -fuzz FuzzParseShards -fuzztime $(FUZZ_TIME)
+	go test ./pkg/render -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZ_TIME)
+
+SOAK_RUNS ?= 20
+
+.PHONY: soak
+soak: $(CONTROL_PLANE) build $(BIN)/helm ## Run the crash storm with $(SOAK_RUNS) random seeds and the control-plane faults again and again.
+	SHARDKEEPER_CRASH_SEEDS=$$(for i in $$(seq 1 $(SOAK_RUNS)); do printf '%s%s,' $$RANDOM $$RANDOM; done | sed 's/,$$//') \
+	  SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -count=1 -timeout 90m -v \
+	  -run 'TestCrashDuringEditStorm|TestControlPlaneFaults' ./e2e/ 2>&1 | grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok)|replay'
 
 .PHONY: run
 run: build ## Run shardkeeper against the current kubeconfig (ARGS="--preset fleet,flux ...").

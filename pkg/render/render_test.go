@@ -5,8 +5,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
@@ -159,4 +163,54 @@ func TestUpToDate(t *testing.T) {
 	handed := existing.DeepCopy()
 	handed.Spec.Selector.MatchLabels = map[string]string{"app": "fleet-controller"}
 	assert.True(t, SelectorChanged(d, handed))
+}
+
+// FuzzRender renders every shard that the parser accepts against Fleet's
+// and Flux's sources: a valid shard always renders, into a valid Deployment
+// whose selector is its own and matches its pods.
+func FuzzRender(f *testing.F) {
+	for _, seed := range []string{
+		"a", "- id: b\n  replicas: 0\n  nodeSelector: {pool: x}\n",
+		"- id: c\n  tolerations: [{operator: Exists}]\n  resources: {limits: {cpu: 2}}\n",
+	} {
+		f.Add(seed)
+	}
+	srcs := map[string]source.Source{}
+	for _, preset := range []string{"fleet", "flux"} {
+		set, err := source.Build(source.Options{Presets: []string{preset}, FleetNamespace: "f", FluxNamespace: "x"})
+		require.NoError(f, err)
+		for _, s := range set.Sources {
+			srcs[s.Name] = s
+		}
+	}
+	lives := []*appsv1.Deployment{fixture.FleetController("f"), fixture.Gitjob("f"), fixture.HelmOpsController("f"), fixture.HelmController("x", true)}
+	f.Fuzz(func(t *testing.T, value string) {
+		shards, err := shardconfig.ParseShards(value)
+		if err != nil {
+			return
+		}
+		for _, shard := range shards {
+			for _, live := range lives {
+				src := srcs[live.Name]
+				d, err := Render(src, live, shard)
+				if err != nil {
+					t.Fatalf("shard %q, source %s: %v", shard.ID, src.Name, err)
+				}
+				if errs := validation.IsDNS1123Subdomain(d.Name); len(errs) > 0 {
+					t.Fatalf("name %q: %v", d.Name, errs)
+				}
+				sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+				if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+					t.Fatalf("selector %v does not match the pods %v", d.Spec.Selector, d.Spec.Template.Labels)
+				}
+				if d.Spec.Selector.MatchLabels[ShardLabel] != shard.ID || d.Labels[ManagedByLabel] != ManagedByValue {
+					t.Fatalf("clone of %s for %q is not marked as the shard's own", src.Name, shard.ID)
+				}
+				c := d.Spec.Template.Spec.Containers
+				if len(c) != 1 || c[0].Image != live.Spec.Template.Spec.Containers[0].Image {
+					t.Fatalf("containers %v", c)
+				}
+			}
+		}
+	})
 }
