@@ -87,7 +87,7 @@ SOAK_RUNS ?= 20
 
 .PHONY: soak
 soak: $(CONTROL_PLANE) build $(BIN)/helm ## Run the crash storm with $(SOAK_RUNS) random seeds and the control-plane faults again and again.
-	SHARDKEEPER_CRASH_SEEDS=$$(for i in $$(seq 1 $(SOAK_RUNS)); do printf '%s%s,' $$RANDOM $$RANDOM; done | sed 's/,$$//') \
+	set -o pipefail; SHARDKEEPER_CRASH_SEEDS=$$(for i in $$(seq 1 $(SOAK_RUNS)); do printf '%s%s,' $$RANDOM $$RANDOM; done | sed 's/,$$//') \
 	  SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -count=1 -timeout 90m -v \
 	  -run 'TestCrashDuringEditStorm|TestControlPlaneFaults' ./e2e/ 2>&1 | grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok)|replay'
 
