@@ -58,6 +58,14 @@ const maxDiscoveryAttempts = 30
 // memory at once as one response.
 const listPageSize = 500
 
+// pagedListWatch opts out of the streaming "watch list" start: it holds
+// every object, annotations and all, until the stream has ended, which is
+// the whole kind in memory at once. A paged list holds one page.
+type pagedListWatch struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells the reflector to list in pages.
+func (pagedListWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
 // New returns a Tracker for kinds; onChange is called whenever a count may
 // have changed or a kind appeared or went.
 func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []source.MappedKind, onChange func()) *Tracker {
@@ -137,7 +145,7 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 	}
 	kctx, cancel := context.WithCancel(ctx)
 	client, label := t.client.Resource(k.spec.Resource), k.spec.Label
-	lw := &cache.ListWatch{
+	lw := pagedListWatch{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = label
 			return client.List(ctx, o)
@@ -146,7 +154,7 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 			o.LabelSelector = label
 			return client.Watch(ctx, o)
 		},
-	}
+	}}
 	index := newShardIndex(label, t.onChange)
 	r := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, index, cache.ReflectorOptions{
 		Name: k.spec.Resource.String(),
