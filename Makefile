@@ -186,6 +186,12 @@ check-manifests: $(BIN)/helm ## Fail if manifests/ differs from a fresh render o
 test-e2e: $(BIN)/helm
 # --- end chart ---
 
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: $(CONTROL_PLANE) build ## Measure convergence, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.md (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
+	go run ./bench --bin-dir $(BIN) --out bench/results.md $(BENCH_ARGS)
+
 .PHONY: clean
 clean: ## Remove build output (the cached control plane too).
 	rm -rf $(BIN) $(DEMO_DIR)

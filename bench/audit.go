@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// callKey is a kind of request: the audit verb and the resource (with its
+// subresource). A watch that asks for the initial events
+// (sendInitialEvents=true) is a list by other means and gets the verb
+// "watchlist".
+type callKey struct{ verb, resource string }
+
+// calls counts requests by kind.
+type calls map[callKey]int
+
+func isWrite(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+func isList(verb string) bool { return verb == "list" || verb == "watchlist" }
+
+func (c calls) count(match func(callKey) bool) int {
+	n := 0
+	for k, v := range c {
+		if match(k) {
+			n += v
+		}
+	}
+	return n
+}
+
+func (c calls) filter(match func(callKey) bool) calls {
+	out := calls{}
+	for k, v := range c {
+		if match(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (c calls) writes() int { return c.count(func(k callKey) bool { return isWrite(k.verb) }) }
+func (c calls) lists() int  { return c.count(func(k callKey) bool { return isList(k.verb) }) }
+func (c calls) total() int  { return c.count(func(callKey) bool { return true }) }
+
+// String lists the counts as "verb resource: n", most frequent first.
+func (c calls) String() string {
+	type kv struct {
+		k callKey
+		n int
+	}
+	var all []kv
+	for k, n := range c {
+		all = append(all, kv{k, n})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].n != all[j].n {
+			return all[i].n > all[j].n
+		}
+		return all[i].k.verb+all[i].k.resource < all[j].k.verb+all[j].k.resource
+	})
+	var parts []string
+	for _, e := range all {
+		parts = append(parts, fmt.Sprintf("%s %s: %d", e.k.verb, e.k.resource, e.n))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+type auditEvent struct {
+	AuditID    string `json:"auditID"`
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+}
+
+// readAudit counts the daemon user's requests received in [from, to], as
+// the audited API server logged them. Each request is counted once, at the
+// first stage logged for it (a watch is logged when its response starts).
+func readAudit(path string, from, to time.Time) (calls, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := calls{}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("audit log %s: %w", path, err)
+		}
+		if ev.User.Username != DaemonUser || seen[ev.AuditID] {
+			continue
+		}
+		if ev.RequestReceivedTimestamp.Before(from) || ev.RequestReceivedTimestamp.After(to) {
+			continue
+		}
+		seen[ev.AuditID] = true
+		k := callKey{verb: ev.Verb, resource: "(non-resource) " + pathOnly(ev.RequestURI)}
+		if ev.ObjectRef != nil {
+			k.resource = ev.ObjectRef.Resource
+			if ev.ObjectRef.Subresource != "" {
+				k.resource += "/" + ev.ObjectRef.Subresource
+			}
+		}
+		if ev.Verb == "watch" && strings.Contains(ev.RequestURI, "sendInitialEvents=true") {
+			k.verb = "watchlist"
+		}
+		out[k]++
+	}
+	return out, sc.Err()
+}
+
+func pathOnly(uri string) string {
+	p, _, _ := strings.Cut(uri, "?")
+	return p
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// shardIDs returns n shard IDs: s000, s001, ...
+func shardIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("s%03d", i)
+	}
+	return out
+}
+
+// clones returns "namespace/name" of every shard Deployment the daemon
+// makes for ids: one per source, named <source>-shard-<id>.
+func clones(ids []string) map[string]bool {
+	out := map[string]bool{}
+	for _, id := range ids {
+		for _, s := range sources() {
+			out[s.Namespace+"/"+s.Name+"-shard-"+id] = true
+		}
+	}
+	return out
+}
+
+// floorDeployments are what the floor writes for ids: for every source one
+// Deployment cloned from it (its controller container, a --shard-id flag),
+// under a name and selector of its own that the daemon ignores.
+func floorDeployments(ids []string) []*appsv1.Deployment {
+	var out []*appsv1.Deployment
+	for _, id := range ids {
+		for _, s := range sources() {
+			d := s.DeepCopy()
+			d.Name = "floor-" + s.Name + "-" + id
+			sel := map[string]string{"bench.shardkeeper.io/floor": d.Name}
+			d.Labels = map[string]string{"app": d.Name, "bench.shardkeeper.io/floor": "true"}
+			d.Annotations = nil
+			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: sel}
+			d.Spec.Template.Labels = sel
+			c := d.Spec.Template.Spec.Containers[0]
+			c.Args = append(c.Args, "--shard-id="+id)
+			d.Spec.Template.Spec.Containers = []corev1.Container{c}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func keys(ds []*appsv1.Deployment) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range ds {
+		out[d.Namespace+"/"+d.Name] = true
+	}
+	return out
+}
+
+// dwatch watches the Deployments of the source namespaces, from their
+// current resourceVersion, and timestamps each event as it arrives. The API
+// server closes a watch whose client falls behind (as a reflector does, the
+// watch is then resumed from the last resourceVersion seen); rewatches
+// counts those resumptions.
+type dwatch struct {
+	cancel    context.CancelFunc
+	events    chan devent
+	rewatches atomic.Int64
+}
+
+type devent struct {
+	typ watch.EventType
+	key string
+	at  time.Time
+	err error
+}
+
+func watchDeployments(ctx context.Context, kube kubernetes.Interface) (*dwatch, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &dwatch{cancel: cancel, events: make(chan devent, 1<<16)}
+	for _, ns := range []string{fleetNS, fluxNS} {
+		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		rv := list.ResourceVersion
+		wi, err := kube.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		go func() {
+			for {
+				for ev := range wi.ResultChan() {
+					at := time.Now()
+					switch ev.Type {
+					case watch.Bookmark:
+						if d, ok := ev.Object.(*appsv1.Deployment); ok {
+							rv = d.ResourceVersion
+						}
+						continue
+					case watch.Error:
+						w.events <- devent{err: fmt.Errorf("watch of %s: %v", ns, ev.Object), at: at}
+						wi.Stop()
+						return
+					}
+					d, ok := ev.Object.(*appsv1.Deployment)
+					if !ok {
+						w.events <- devent{err: fmt.Errorf("watch of %s: %v event %T", ns, ev.Type, ev.Object), at: at}
+						wi.Stop()
+						return
+					}
+					rv = d.ResourceVersion
+					w.events <- devent{typ: ev.Type, key: d.Namespace + "/" + d.Name, at: at}
+				}
+				wi.Stop()
+				if ctx.Err() != nil {
+					return
+				}
+				w.rewatches.Add(1)
+				var err error
+				wi, err = kube.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+				if err != nil {
+					if ctx.Err() == nil {
+						w.events <- devent{err: fmt.Errorf("watch of %s: %w", ns, err)}
+					}
+					return
+				}
+			}
+		}()
+	}
+	return w, nil
+}
+
+// waitAll waits until an event of type typ has arrived for every key of
+// want, and returns the arrival time of the last one.
+func (w *dwatch) waitAll(want map[string]bool, typ watch.EventType, timeout time.Duration) (time.Time, error) {
+	left := map[string]bool{}
+	for k := range want {
+		left[k] = true
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var last time.Time
+	for len(left) > 0 {
+		select {
+		case ev := <-w.events:
+			if ev.err != nil {
+				return time.Time{}, ev.err
+			}
+			if ev.typ == typ && left[ev.key] {
+				delete(left, ev.key)
+				last = ev.at
+			}
+		case <-timer.C:
+			return time.Time{}, fmt.Errorf("%d of %d Deployments without a %s event after %s", len(left), len(want), typ, timeout)
+		}
+	}
+	return last, nil
+}
+
+func (w *dwatch) stop() { w.cancel() }
+
+// setShards patches the shard ConfigMap as `kubectl patch --type merge`.
+func (e *env) setShards(ctx context.Context, ids []string) error {
+	v := "[]"
+	if len(ids) > 0 {
+		v = strings.Join(ids, ",")
+	}
+	b, _ := json.Marshal(map[string]any{"data": map[string]string{"shards": v}})
+	_, err := e.kube.CoreV1().ConfigMaps(fleetNS).Patch(ctx, cmName, types.MergePatchType, b, metav1.PatchOptions{})
+	return err
+}
+
+// daemonStep patches the ConfigMap from the shards from to the shards to
+// and returns the time from just before the patch to the watch event of the
+// last shard Deployment created (or deleted).
+func (e *env) daemonStep(ctx context.Context, from, to []string) (time.Duration, error) {
+	added, removed := diff(from, to)
+	want, typ := clones(added), watch.Added
+	if len(removed) > 0 {
+		want, typ = clones(removed), watch.Deleted
+	}
+	w, err := watchDeployments(ctx, e.watchKube)
+	if err != nil {
+		return 0, err
+	}
+	defer w.stop()
+	t0 := time.Now()
+	if err := e.setShards(ctx, to); err != nil {
+		return 0, err
+	}
+	t1, err := w.waitAll(want, typ, 3*time.Minute)
+	e.rewatches += w.rewatches.Load()
+	if err != nil {
+		return 0, err
+	}
+	return t1.Sub(t0), nil
+}
+
+func diff(from, to []string) (added, removed []string) {
+	in := map[string]bool{}
+	for _, id := range from {
+		in[id] = true
+	}
+	out := map[string]bool{}
+	for _, id := range to {
+		out[id] = true
+		if !in[id] {
+			added = append(added, id)
+		}
+	}
+	for _, id := range from {
+		if !out[id] {
+			removed = append(removed, id)
+		}
+	}
+	return added, removed
+}
+
+// floorStep creates (or deletes) the floor's Deployments for ids, all at
+// once, one goroutine each, with a client whose rate limit never waits, and
+// returns the time from the first request to the watch event of the last
+// Deployment, and to the last response.
+func (e *env) floorStep(ctx context.Context, ids []string, create bool) (time.Duration, time.Duration, error) {
+	ds := floorDeployments(ids)
+	client, err := kubernetes.NewForConfig(e.config(1e6, 1e6))
+	if err != nil {
+		return 0, 0, err
+	}
+	w, err := watchDeployments(ctx, e.watchKube)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer w.stop()
+	gate := make(chan struct{})
+	errs := make([]error, len(ds))
+	var wg sync.WaitGroup
+	policy := metav1.DeletePropagationBackground
+	for i, d := range ds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			if create {
+				_, errs[i] = client.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
+			} else {
+				errs[i] = client.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
+			}
+		}()
+	}
+	typ := watch.Added
+	if !create {
+		typ = watch.Deleted
+	}
+	t0 := time.Now()
+	close(gate)
+	wg.Wait()
+	returned := time.Since(t0)
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, err
+	}
+	t1, err := w.waitAll(keys(ds), typ, 3*time.Minute)
+	e.rewatches += w.rewatches.Load()
+	if err != nil {
+		return 0, 0, err
+	}
+	return t1.Sub(t0), returned, nil
+}
+
+// convergence is one shard count's four series of runs.
+type convergence struct {
+	shards                     int
+	floorUp, floorDown         []time.Duration
+	floorUpResp, floorDownResp []time.Duration // the floor's last response
+	daemonUp, daemonDown       []time.Duration
+	daemonWrites               calls // the daemon's writes in the last run (audit log)
+}
+
+// runConvergence alternates the floor and the daemon, runs times for each
+// shard count, and waits for the namespaces to settle between steps.
+func (b *bench) runConvergence(ctx context.Context) error {
+	d, err := b.env.startDaemon(b.daemonBin, b.daemonArgs)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	if _, err := d.waitReady(2 * time.Minute); err != nil {
+		return err
+	}
+	if _, err := d.waitCounted(0, 2*time.Minute); err != nil {
+		return err
+	}
+	settle := func(what string) {
+		if err := b.env.settle(ctx, 10*time.Minute); err != nil {
+			b.notef("convergence: after %s: %v", what, err)
+		}
+	}
+	for _, n := range b.shards {
+		ids := shardIDs(n)
+		c := &convergence{shards: n}
+		b.res.convergence = append(b.res.convergence, c)
+		for r := range b.runs {
+			dt, resp, err := b.env.floorStep(ctx, ids, true)
+			if err != nil {
+				return fmt.Errorf("floor, %d shards up: %w", n, err)
+			}
+			c.floorUp, c.floorUpResp = append(c.floorUp, dt), append(c.floorUpResp, resp)
+			b.logf("convergence %d shards run %d: floor up %s (last response %s)", n, r+1, dt, resp)
+			settle("the floor's creates")
+			dt, resp, err = b.env.floorStep(ctx, ids, false)
+			if err != nil {
+				return fmt.Errorf("floor, %d shards down: %w", n, err)
+			}
+			c.floorDown, c.floorDownResp = append(c.floorDown, dt), append(c.floorDownResp, resp)
+			b.logf("convergence %d shards run %d: floor down %s (last response %s)", n, r+1, dt, resp)
+			settle("the floor's deletes")
+
+			since := time.Now()
+			dt, err = b.env.daemonStep(ctx, nil, ids)
+			if err != nil {
+				return fmt.Errorf("shardkeeper, %d shards up: %w", n, err)
+			}
+			c.daemonUp = append(c.daemonUp, dt)
+			b.logf("convergence %d shards run %d: shardkeeper up %s", n, r+1, dt)
+			settle("shardkeeper's creates")
+			dt, err = b.env.daemonStep(ctx, ids, nil)
+			if err != nil {
+				return fmt.Errorf("shardkeeper, %d shards down: %w", n, err)
+			}
+			c.daemonDown = append(c.daemonDown, dt)
+			b.logf("convergence %d shards run %d: shardkeeper down %s", n, r+1, dt)
+			settle("shardkeeper's deletes")
+			if calls, err := readAudit(b.env.auditLog, since, time.Now()); err == nil {
+				c.daemonWrites = calls.filter(func(k callKey) bool { return isWrite(k.verb) })
+			}
+		}
+	}
+	return nil
+}

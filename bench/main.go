@@ -1,0 +1,271 @@
+// Command bench measures shardkeeper on a local control plane (the e2e
+// cluster package: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok) and writes the figures, each beside a reference
+// measured in the same run, to a Markdown file:
+//
+//   - convergence: from the ConfigMap patch that adds (removes) shards to the
+//     watch event of the last shard Deployment created (deleted), beside a
+//     bare client-go program writing as many Deployments in parallel;
+//   - memory: the daemon's RSS with 0 to 100,000 mapped objects, beside a
+//     process that caches the same objects with full dynamic informers;
+//   - decision latency: the mean reconcile duration across one ConfigMap
+//     patch, at each object count;
+//   - quiet when idle: the daemon's writes and LISTs in an idle window, as
+//     the API server's audit log records them;
+//   - start-up: from process start to /readyz, and to every object counted.
+//
+// Run it with `make bench`, or `go run ./bench --bin-dir bin --out bench/results.md`.
+// Smaller runs for development: --shards=20 --objects=1000,10000 --idle=30s --runs=1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type bench struct {
+	env        *env
+	daemonBin  string
+	refBin     string
+	daemonArgs []string
+
+	shards      []int
+	scaleShards int
+	objects     []int
+	runs        int
+	idle        time.Duration
+	settle      time.Duration
+	writers     int
+	writeQPS    int
+
+	res results
+}
+
+type results struct {
+	began, ended time.Time
+	args         []string
+	machine      [][2]string
+	convergence  []*convergence
+	levels       []*level
+	writeRates   []writeRate
+	idle         *idle
+	notes        []string
+	failures     []string
+	skipped      []string
+}
+
+type writeRate struct {
+	from, to int
+	rate     float64
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// notef records something the results must mention.
+func (b *bench) notef(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.logf("NOTE: %s", msg)
+	b.res.notes = append(b.res.notes, msg)
+}
+
+type intList []int
+
+func (l *intList) String() string {
+	var s []string
+	for _, n := range *l {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a count", f)
+		}
+		*l = append(*l, n)
+	}
+	sort.Ints(*l)
+	return nil
+}
+
+type strList []string
+
+func (l *strList) String() string     { return strings.Join(*l, " ") }
+func (l *strList) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	b := &bench{shards: intList{20, 100}, objects: intList{1000, 10000, 100000}}
+	var (
+		binDir      = flag.String("bin-dir", "bin", "directory of the control-plane binaries and bin/shardkeeper")
+		out         = flag.String("out", "bench/results.md", "where to write the results")
+		keep        = flag.Bool("keep", false, "keep the control plane's work directory (logs, audit log) after the run")
+		skipConv    = flag.Bool("skip-convergence", false, "skip the convergence measurements")
+		skipScale   = flag.Bool("skip-scale", false, "skip the memory, decision latency, idle and start-up measurements")
+		daemonExtra strList
+	)
+	flag.Var((*intList)(&b.shards), "shards", "shard counts for convergence, comma-separated")
+	flag.Var((*intList)(&b.objects), "objects", "mapped object counts for memory, decision latency and start-up (0 is always measured), comma-separated")
+	flag.IntVar(&b.scaleShards, "scale-shards", 100, "shards the mapped objects are spread over")
+	flag.IntVar(&b.runs, "runs", 3, "runs per figure; the median is reported")
+	flag.DurationVar(&b.idle, "idle", 5*time.Minute, "length of the idle window (0 skips it)")
+	flag.DurationVar(&b.settle, "settle", 5*time.Second, "wait after a process is ready before its RSS is read")
+	flag.IntVar(&b.writers, "writers", 24, "concurrent writers creating the mapped objects")
+	flag.IntVar(&b.writeQPS, "write-qps", 1000, "client QPS (and burst) of the object writers")
+	flag.Var(&daemonExtra, "daemon-arg", "an extra argument for the daemon, repeatable (the figures are meant for its defaults)")
+	flag.Parse()
+	b.daemonArgs = daemonExtra
+	if b.runs < 1 || b.scaleShards < 1 || b.writers < 1 {
+		return errors.New("--runs, --scale-shards and --writers must be at least 1")
+	}
+	b.objects = dropZero(b.objects)
+	b.res.began = time.Now()
+	b.res.args = os.Args[1:]
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	absBin, err := filepath.Abs(*binDir)
+	if err != nil {
+		return err
+	}
+	b.daemonBin = filepath.Join(absBin, "shardkeeper")
+	if _, err := os.Stat(b.daemonBin); err != nil {
+		return fmt.Errorf("%w: build it with `make build`", err)
+	}
+	tmp, err := os.MkdirTemp("", "shardkeeper-bench-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(tmp)
+	}
+	b.refBin = filepath.Join(tmp, "ref")
+	b.logf("building the reference (bench/ref)")
+	if out, err := exec.Command("go", "build", "-o", b.refBin, "github.com/shardkeeper/shardkeeper/bench/ref").CombinedOutput(); err != nil {
+		return fmt.Errorf("building bench/ref: %v\n%s", err, out)
+	}
+	b.res.machine = machine(absBin)
+
+	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	e, err := startEnv(startCtx, absBin, tmp, b.logf)
+	cancel()
+	if err != nil {
+		return err
+	}
+	b.env = e
+	defer e.stop()
+	if *keep {
+		b.logf("work directory (kept): %s", e.workDir)
+	}
+	if v, err := e.kube.Discovery().ServerVersion(); err == nil {
+		b.res.machine = append(b.res.machine, [2]string{"kube-apiserver", v.GitVersion})
+	}
+	if err := e.setup(ctx); err != nil {
+		return fmt.Errorf("setting up: %w", err)
+	}
+
+	if *skipConv {
+		b.res.skipped = append(b.res.skipped, "convergence (--skip-convergence)")
+	} else if err := b.runConvergence(ctx); err != nil {
+		b.res.failures = append(b.res.failures, "convergence: "+err.Error())
+		b.logf("convergence failed: %v", err)
+	}
+	if *skipScale {
+		b.res.skipped = append(b.res.skipped, "memory, decision latency, idle window and start-up (--skip-scale)")
+	} else if ctx.Err() == nil {
+		if err := b.runScale(ctx); err != nil {
+			b.res.failures = append(b.res.failures, "scale: "+err.Error())
+			b.logf("scale failed: %v", err)
+		}
+	}
+	b.res.ended = time.Now()
+
+	md := b.report()
+	fmt.Println(b.summaryTable())
+	if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	b.logf("wrote %s; the run took %s", *out, b.res.ended.Sub(b.res.began).Round(time.Second))
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+func dropZero(l []int) []int {
+	var out []int
+	for _, n := range l {
+		if n > 0 && (len(out) == 0 || out[len(out)-1] != n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// machine describes the machine and the software measured.
+func machine(binDir string) [][2]string {
+	var out [][2]string
+	add := func(k, v string) { out = append(out, [2]string{k, strings.TrimSpace(v)}) }
+	if b, err := exec.Command("nproc").Output(); err == nil {
+		add("nproc", string(b))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+				f := strings.Fields(v)
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					add("memory", fmt.Sprintf("%.1f GiB (MemTotal %s kB)", float64(kb)/(1<<20), f[0]))
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				add("CPU", v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		add("kernel", string(b))
+	}
+	if b, err := exec.Command("go", "version").Output(); err == nil {
+		add("Go", string(b))
+	}
+	if b, err := exec.Command(filepath.Join(binDir, "shardkeeper"), "--version").Output(); err == nil {
+		add("shardkeeper", string(b))
+	}
+	if b, err := exec.Command(filepath.Join(binDir, "etcd"), "--version").Output(); err == nil {
+		add("etcd", strings.SplitN(string(b), "\n", 2)[0])
+	}
+	add("date", time.Now().UTC().Format(time.RFC3339))
+	return out
+}

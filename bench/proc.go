@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// proc is a process the benchmark started: the daemon or the reference.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
+	log     string
+
+	// lines receives the process's stdout lines (the reference's "synced").
+	mu    sync.Mutex
+	lines []string
+}
+
+func startProc(name, logPath string, bin string, args ...string) (*proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{name: name, log: logPath, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stderr = f
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(f, line)
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			p.mu.Unlock()
+		}
+		_ = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the process with SIGTERM, then SIGKILL after 15 s.
+func (p *proc) stop() {
+	if p == nil || p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// waitLine waits for a stdout line starting with prefix and returns it.
+func (p *proc) waitLine(prefix string, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if strings.HasPrefix(l, prefix) {
+				p.mu.Unlock()
+				return l, nil
+			}
+		}
+		p.mu.Unlock()
+		if p.exited() {
+			return "", fmt.Errorf("%s exited; see %s", p.name, p.log)
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("%s: no line %q after %s", p.name, prefix, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// gcCount returns the last "gc N" line's N (the reference prints them).
+func (p *proc) gcCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.lines) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(p.lines[i], "gc "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// memory is what /proc/PID/status says about a process's memory.
+type memory struct {
+	RSS, HWM int64 // bytes
+}
+
+func readMemory(pid int) (memory, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memory{}, err
+	}
+	var m memory
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			m.RSS = n * 1024
+		case "VmHWM":
+			m.HWM = n * 1024
+		}
+	}
+	if m.RSS == 0 {
+		return m, fmt.Errorf("no VmRSS for pid %d", pid)
+	}
+	return m, nil
+}
+
+// daemon is a shardkeeper process.
+type daemon struct {
+	*proc
+	probe, metrics string
+}
+
+var daemonSeq int
+
+func (e *env) startDaemon(bin string, extra []string) (*daemon, error) {
+	pp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	mp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	daemonSeq++
+	args := append([]string{
+		"--kubeconfig", e.daemonKubeconfig,
+		"--namespace", fleetNS, "--configmap", cmName,
+		"--preset", "fleet,flux", "--fleet-namespace", fleetNS, "--flux-namespace", fluxNS,
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", mp),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", pp),
+	}, extra...)
+	p, err := startProc("shardkeeper", filepath.Join(e.workDir, fmt.Sprintf("shardkeeper-%02d.log", daemonSeq)), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &daemon{proc: p, probe: fmt.Sprintf("http://127.0.0.1:%d", pp), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}, nil
+}
+
+// waitStableRSS samples the RSS every second until it has moved less than
+// 1 MiB over five seconds (the Go runtime returns freed memory to the OS
+// gradually), or timeout passes, and returns the last sample.
+func waitStableRSS(pid int, timeout time.Duration) (memory, error) {
+	deadline := time.Now().Add(timeout)
+	var window []memory
+	for {
+		m, err := readMemory(pid)
+		if err != nil {
+			return memory{}, err
+		}
+		window = append(window, m)
+		if len(window) > 6 {
+			window = window[1:]
+		}
+		if len(window) == 6 {
+			lo, hi := window[0].RSS, window[0].RSS
+			for _, w := range window {
+				lo, hi = min(lo, w.RSS), max(hi, w.RSS)
+			}
+			if hi-lo < 1<<20 {
+				return m, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return m, nil
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+var localHTTP = &http.Client{Timeout: 10 * time.Second}
+
+// waitReady polls /readyz every 10 ms and returns when it first answers 200.
+func (d *daemon) waitReady(timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := localHTTP.Get(d.probe + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Now(), nil
+			}
+		}
+		if d.exited() {
+			return time.Time{}, fmt.Errorf("shardkeeper exited; see %s", d.log)
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("shardkeeper not ready after %s; see %s", timeout, d.log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitCounted polls /metrics every 50 ms until the daemon reports shards
+// (it does so only once every mapped kind's cache has synced) and counts
+// objects mapped objects in all.
+func (d *daemon) waitCounted(objects int, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		m, err := scrape(d.metrics)
+		if err == nil && m.has("shardkeeper_shards") && int(m.sum("shardkeeper_mapped_objects", nil)) == objects {
+			return time.Now(), nil
+		}
+		if d.exited() {
+			return time.Time{}, fmt.Errorf("shardkeeper exited; see %s", d.log)
+		}
+		if time.Now().After(deadline) {
+			got := -1.0
+			if err == nil {
+				got = m.sum("shardkeeper_mapped_objects", nil)
+			}
+			return time.Time{}, fmt.Errorf("shardkeeper counted %v of %d mapped objects after %s (%v); see %s", got, objects, timeout, err, d.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sample is one line of a Prometheus text exposition.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+type samples []sample
+
+func scrape(url string) (samples, error) {
+	return scrapeWith(localHTTP, url, "")
+}
+
+func scrapeWith(c *http.Client, url, token string) (samples, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics reads the Prometheus text format, enough of it for the
+// metrics read here (no escaped quotes or commas inside label values).
+func parseMetrics(r io.Reader) (samples, error) {
+	var out samples
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s := sample{labels: map[string]string{}}
+		rest := line
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				return nil, fmt.Errorf("bad metrics line %q", line)
+			}
+			s.name = line[:i]
+			for _, kv := range splitLabels(line[i+1 : j]) {
+				k, v, ok := strings.Cut(kv, "=")
+				if ok {
+					s.labels[k] = strings.Trim(v, `"`)
+				}
+			}
+			rest = strings.TrimSpace(line[j+1:])
+		} else {
+			f := strings.Fields(line)
+			s.name, rest = f[0], strings.Join(f[1:], " ")
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		s.value = v
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+func splitLabels(s string) []string {
+	var out []string
+	inQuote := false
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			inQuote = !inQuote
+		case ',':
+			if !inQuote {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+func (m samples) has(name string) bool {
+	for _, s := range m {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sum adds the samples of name whose labels include match.
+func (m samples) sum(name string, match map[string]string) float64 {
+	t := 0.0
+	for _, s := range m {
+		if s.name != name {
+			continue
+		}
+		ok := true
+		for k, v := range match {
+			if s.labels[k] != v {
+				ok = false
+			}
+		}
+		if ok {
+			t += s.value
+		}
+	}
+	return t
+}
+
+// settle waits until the source namespaces are quiet: every Deployment
+// rolled out, one ReplicaSet each, one Ready Pod per replica and nothing
+// terminating, on two checks two seconds apart. It bounds a wait between
+// measurements so that one does not run into the previous one's rollout or
+// garbage collection; it measures nothing.
+func (e *env) settle(ctx context.Context, timeout time.Duration) error {
+	check := func() error {
+		for _, ns := range []string{fleetNS, fluxNS} {
+			ds, err := e.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			want := int32(0)
+			for _, d := range ds.Items {
+				r := int32(1)
+				if d.Spec.Replicas != nil {
+					r = *d.Spec.Replicas
+				}
+				want += r
+				if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < r || d.Status.Replicas != r {
+					return fmt.Errorf("deployment %s/%s not rolled out", ns, d.Name)
+				}
+			}
+			rs, err := e.kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(rs.Items) != len(ds.Items) {
+				return fmt.Errorf("%s: %d ReplicaSets for %d Deployments", ns, len(rs.Items), len(ds.Items))
+			}
+			pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if int32(len(pods.Items)) != want {
+				return fmt.Errorf("%s: %d Pods, want %d", ns, len(pods.Items), want)
+			}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil || !podReady(&p) {
+					return fmt.Errorf("pod %s/%s not ready", ns, p.Name)
+				}
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			time.Sleep(2 * time.Second)
+			if err = check(); err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return errors.Join(fmt.Errorf("the source namespaces did not settle in %s", timeout), err)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

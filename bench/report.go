@@ -1,0 +1,417 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+func medianDur(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianF(fs []float64) float64 {
+	if len(fs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), fs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianRSS(ms []memory) float64 {
+	var fs []float64
+	for _, m := range ms {
+		fs = append(fs, float64(m.RSS))
+	}
+	return medianF(fs)
+}
+
+func medianHWM(ms []memory) float64 {
+	var fs []float64
+	for _, m := range ms {
+		fs = append(fs, float64(m.HWM))
+	}
+	return medianF(fs)
+}
+
+func medianInt(ns []int) float64 {
+	var fs []float64
+	for _, n := range ns {
+		fs = append(fs, float64(n))
+	}
+	return medianF(fs)
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }
+func ms(d time.Duration) string   { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+func mibF(b float64) string       { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+func durs(ds []time.Duration, f func(time.Duration) string) string {
+	var s []string
+	for _, d := range ds {
+		s = append(s, f(d))
+	}
+	return strings.Join(s, ", ")
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+func count(n int) string {
+	s := fmt.Sprint(n)
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+type row struct{ figure, value, ref, ratio, target, result string }
+
+func (b *bench) rows() []row {
+	var rows []row
+	n := fmt.Sprintf(" (median of %d)", b.runs)
+	if b.runs == 1 {
+		n = " (1 run)"
+	}
+	for _, c := range b.res.convergence {
+		if len(c.daemonUp) == 0 || len(c.floorUp) == 0 {
+			continue
+		}
+		deps := c.shards * len(sources())
+		for _, dir := range []struct {
+			name          string
+			daemon, floor []time.Duration
+		}{
+			{fmt.Sprintf("convergence 0→%d shards: %d Deployments created", c.shards, deps), c.daemonUp, c.floorUp},
+			{fmt.Sprintf("convergence %d→0 shards: %d Deployments deleted", c.shards, deps), c.daemonDown, c.floorDown},
+		} {
+			if len(dir.daemon) == 0 || len(dir.floor) == 0 {
+				continue
+			}
+			d, f := medianDur(dir.daemon), medianDur(dir.floor)
+			rows = append(rows, row{dir.name + n, secs(d), secs(f) + " (floor)", ratio(d.Seconds(), f.Seconds()),
+				"≤ 1.5x the floor", yesNo(d.Seconds() <= 1.5*f.Seconds())})
+		}
+	}
+	levels := b.res.levels
+	if len(levels) > 0 {
+		var zero, top *level
+		for _, lv := range levels {
+			if lv.objects == 0 && len(lv.mem) > 0 {
+				zero = lv
+			}
+			if len(lv.mem) > 0 && len(lv.refMem) > 0 {
+				top = lv
+			}
+		}
+		for _, lv := range levels {
+			if len(lv.mem) == 0 || len(lv.refMem) == 0 {
+				continue
+			}
+			d, r := medianRSS(lv.mem), medianRSS(lv.refMem)
+			rw := row{fmt.Sprintf("RSS with %s mapped objects%s", count(lv.objects), n), mibF(d), mibF(r) + " (full dynamic informer)", ratio(d, r), "—", ""}
+			if lv == top && lv.objects > 0 {
+				rw.target, rw.result = "< 0.1x the reference", yesNo(d < r/10)
+			}
+			rows = append(rows, rw)
+		}
+		if zero != nil && top != nil && top != zero {
+			dg := medianRSS(top.mem) - medianRSS(zero.mem)
+			rg := medianRSS(top.refMem) - medianRSS(zero.refMem)
+			rows = append(rows, row{fmt.Sprintf("RSS growth, 0 → %s objects", count(top.objects)), mibF(dg), mibF(rg) + " (full dynamic informer)", ratio(dg, rg),
+				"≤ 64 MiB", yesNo(dg <= 64<<20)})
+			if zero.memSteady.RSS > 0 && top.memSteady.RSS > 0 && zero.refSteady.RSS > 0 && top.refSteady.RSS > 0 {
+				for _, lv := range []*level{zero, top} {
+					d, r := float64(lv.memSteady.RSS), float64(lv.refSteady.RSS)
+					rw := row{fmt.Sprintf("steady RSS with %s mapped objects (after a GC, 1 run)", count(lv.objects)), mibF(d), mibF(r) + " (full dynamic informer)", ratio(d, r), "—", ""}
+					if lv == top {
+						rw.target, rw.result = "< 0.1x the reference", yesNo(d < r/10)
+					}
+					rows = append(rows, rw)
+				}
+				dg := float64(top.memSteady.RSS - zero.memSteady.RSS)
+				rg := float64(top.refSteady.RSS - zero.refSteady.RSS)
+				rows = append(rows, row{fmt.Sprintf("steady RSS growth, 0 → %s objects", count(top.objects)), mibF(dg), mibF(rg) + " (full dynamic informer)", ratio(dg, rg),
+					"≤ 64 MiB", yesNo(dg <= 64<<20)})
+			}
+		}
+		var small, big *level
+		for _, lv := range levels {
+			if len(lv.addMean) == 0 || lv.objects == 0 {
+				continue
+			}
+			if small == nil {
+				small = lv
+			}
+			big = lv
+		}
+		if small != nil {
+			s := medianDur(small.addMean)
+			rows = append(rows, row{fmt.Sprintf("mean reconcile across a patch adding a shard, %s objects%s", count(small.objects), n), ms(s), "—", "—", "—", ""})
+			if big != small {
+				g := medianDur(big.addMean)
+				rows = append(rows, row{fmt.Sprintf("mean reconcile across a patch adding a shard, %s objects%s", count(big.objects), n), ms(g),
+					ms(s) + fmt.Sprintf(" (at %s objects)", count(small.objects)), ratio(g.Seconds(), s.Seconds()), "≤ 1.5x", yesNo(g.Seconds() <= 1.5*s.Seconds())})
+			}
+		}
+	}
+	if id := b.res.idle; id != nil {
+		rows = append(rows,
+			row{fmt.Sprintf("API writes by shardkeeper in %s idle (%s objects, %d shards)", id.window.Round(time.Second), count(id.objects), id.shards),
+				fmt.Sprint(id.audit.writes()), "—", "—", "0", yesNo(id.audit.writes() == 0)},
+			row{fmt.Sprintf("LISTs by shardkeeper in %s idle (%s objects, %d shards)", id.window.Round(time.Second), count(id.objects), id.shards),
+				fmt.Sprint(id.audit.lists()), "—", "—", "0", yesNo(id.audit.lists() == 0)})
+	}
+	for i := len(levels) - 1; i >= 0; i-- {
+		lv := levels[i]
+		if len(lv.ready) == 0 {
+			continue
+		}
+		r := medianDur(lv.refSynced)
+		refS := "—"
+		if len(lv.refSynced) > 0 {
+			refS = secs(r) + " (full dynamic informer synced)"
+		}
+		rows = append(rows,
+			row{fmt.Sprintf("start-up to /readyz 200, %s objects%s", count(lv.objects), n), secs(medianDur(lv.ready)), refS, ratio(medianDur(lv.ready).Seconds(), r.Seconds()), "—", ""},
+			row{fmt.Sprintf("start-up to every object counted, %s objects%s", count(lv.objects), n), secs(medianDur(lv.counted)), refS, ratio(medianDur(lv.counted).Seconds(), r.Seconds()), "—", ""})
+		break
+	}
+	return rows
+}
+
+func (b *bench) summaryTable() string {
+	var sb strings.Builder
+	sb.WriteString("| figure | shardkeeper | reference, same run | ratio | target | result |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range b.rows() {
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s |\n", r.figure, r.value, r.ref, r.ratio, r.target, r.result)
+	}
+	return sb.String()
+}
+
+func (b *bench) report() string {
+	var sb strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&sb, format, args...) }
+	p("# shardkeeper benchmark\n\n")
+	p("Written by `make bench` (`go run ./bench`, arguments `%s`). The run took %s.\n",
+		strings.Join(b.res.args, " "), b.res.ended.Sub(b.res.began).Round(time.Second))
+	p("Every figure is beside a reference measured in the same run on the same control plane; ratios are what count, absolute times vary from run to run.\n\n")
+
+	p("## Machine\n\n| | |\n| --- | --- |\n")
+	for _, kv := range b.res.machine {
+		p("| %s | %s |\n", kv[0], kv[1])
+	}
+	p("\n## Summary\n\n%s\n", b.summaryTable())
+	if len(b.res.failures) > 0 || len(b.res.skipped) > 0 {
+		p("### Not measured\n\n")
+		for _, f := range b.res.failures {
+			p("- failed: %s\n", f)
+		}
+		for _, s := range b.res.skipped {
+			p("- skipped: %s\n", s)
+		}
+		p("\n")
+	}
+	if missed := b.missed(); len(missed) > 0 {
+		p("**Targets missed:** %s.\n\n", strings.Join(missed, "; "))
+	} else if len(b.rows()) > 0 {
+		p("Every target measured in this run was met.\n\n")
+	}
+
+	p("## How it is measured\n\n")
+	p("- The control plane is the e2e one (`e2e/cluster`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback, one fake Node), plus a second kube-apiserver started by the benchmark on the same etcd with the same flags (but for `APIServerIdentity=false`: two API servers on one host would share one identity Lease) and an audit policy that logs, at the Metadata level, the requests of the daemon's user and of nobody else. The daemon, the floor, the reference and the object writers all use that second API server; kube-controller-manager, kube-scheduler and kwok use the first. `apiserver_request_total` has no label naming the client (its labels here: %s), hence the audit log.\n", b.apiLabels())
+	p("- The daemon is `bin/shardkeeper` run as a subprocess with `--preset fleet,flux` and its default client limits (QPS 50, burst 100)%s. It authenticates as a member of `system:masters`. The sources are the fixture's fleet-controller, gitjob, helmops and helm-controller (1 replica each), so every shard is 4 Deployments, and kwok makes their Pods Ready.\n", b.extraArgs())
+	p("- **Convergence**: a watch on the Deployments of both namespaces is started (from their current resourceVersion) before the ConfigMap patch; the figure is the time from just before the patch to the arrival of the ADDED (DELETED) event of the last of the shard's Deployments. The floor creates (deletes, propagation Background like the daemon) the same number of Deployments, cloned from the same sources, from one goroutine each, all released at once, with a client whose rate limiter never waits (QPS and burst 10⁶); it is timed the same way, from its first request to the last watch event. The floor and the daemon alternate, and between steps the namespaces are left to settle (every Deployment rolled out, its Pods Ready; or every ReplicaSet and Pod of the deleted ones gone).\n")
+	p("- **Memory**: the mapped objects (`fixture.Object`: one shard label and a 2 KB last-applied annotation; half GitRepos, half HelmReleases; in %d namespaces) are spread over %d shards, which the ConfigMap lists (so %d shard Deployments run throughout). At each object count the daemon is started afresh; once `/readyz` is 200 and its metrics count every object (it reports counts only once every mapped cache has synced), the benchmark waits %s and reads VmRSS (and VmHWM, the peak) from `/proc/PID/status`. The reference (`bench/ref`) caches the same objects with client-go dynamic (unstructured) informers for gitrepos and helmreleases, prints a line when both have synced, and is read the same way, %s after that line.\n",
+		objNSs, b.scaleShards, b.scaleShards*len(sources()), b.settle, b.settle)
+	p("- **Decision latency**: with the daemon running, the change of `shardkeeper_reconcile_duration_seconds` _sum/_count across one ConfigMap patch that adds one shard (and one that removes it again), from just before the patch until the shard's Deployments are rolled out and no reconcile has run for 3 s. The window holds the patch's reconcile, whose 4 creates are part of its duration, and the reconciles that the rollout's Deployment status changes bring.\n")
+	p("- **Quiet when idle**: at the largest object count, once everything has settled and the daemon has not reconciled for 10 s, nothing but the daemon talks to the audited API server for the window; the daemon's requests received in the window are read from the audit log. A LIST is a `list` request or a `watch` with `sendInitialEvents=true` (a list by streaming).\n")
+	p("- **Start-up**: from the daemon's process start to the first 200 of `/readyz` (polled every 10 ms), and to its metrics counting every mapped object (polled every 50 ms). The reference's figure is from its process start to its caches synced.\n\n")
+
+	if len(b.res.convergence) > 0 {
+		p("## Convergence, every run\n\n| shards | Deployments | floor up (its last response) | shardkeeper up | floor down (its last response) | shardkeeper down | shardkeeper's writes in the last up and down (audit) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, c := range b.res.convergence {
+			p("| %d | %d | %s (%s) | %s | %s (%s) | %s | %s |\n", c.shards, c.shards*len(sources()),
+				durs(c.floorUp, secs), durs(c.floorUpResp, secs), durs(c.daemonUp, secs), durs(c.floorDown, secs), durs(c.floorDownResp, secs), durs(c.daemonDown, secs), c.daemonWrites)
+		}
+		p("\n")
+		if b.env != nil && b.env.rewatches > 0 {
+			p("The API server closed %d of the measurement watches (a watch whose client falls behind is closed); each was resumed from the last resourceVersion seen, so an event that arrived during the gap was timed when the resumed watch delivered it.\n\n", b.env.rewatches)
+		}
+	}
+	if len(b.res.levels) > 0 {
+		p("## Memory and start-up, every run\n\n")
+		p("| objects | shardkeeper RSS | peak (VmHWM) | Go heap in use | steady RSS / heap in use (when) | ready | counted | reference RSS | reference peak | reference steady RSS (when) | reference synced |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, lv := range b.res.levels {
+			var rss, hwm, heap, rrss, rhwm []string
+			for _, m := range lv.mem {
+				rss, hwm = append(rss, mib(m.RSS)), append(hwm, mib(m.HWM))
+			}
+			for _, h := range lv.heap {
+				heap = append(heap, mibF(h))
+			}
+			for _, m := range lv.refMem {
+				rrss, rhwm = append(rrss, mib(m.RSS)), append(rhwm, mib(m.HWM))
+			}
+			steady, refSteady := "—", "—"
+			if lv.memSteady.RSS > 0 {
+				steady = fmt.Sprintf("%s / %s (%s after counted)", mib(lv.memSteady.RSS), mibF(lv.heapSteady), lv.steadyAfter.Round(time.Second))
+			}
+			if lv.refSteady.RSS > 0 {
+				refSteady = fmt.Sprintf("%s (%s after synced)", mib(lv.refSteady.RSS), lv.refSteadyAfter.Round(time.Second))
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", count(lv.objects), strings.Join(rss, ", "), strings.Join(hwm, ", "), strings.Join(heap, ", "), steady,
+				durs(lv.ready, secs), durs(lv.counted, secs), strings.Join(rrss, ", "), strings.Join(rhwm, ", "), refSteady, durs(lv.refSynced, secs))
+		}
+		var zero *level
+		for _, lv := range b.res.levels {
+			if lv.objects == 0 && len(lv.heap) > 0 {
+				zero = lv
+			}
+		}
+		if zero != nil {
+			p("\nPer mapped object, over the daemon at 0 objects (medians):\n\n| objects | RSS per object | Go heap in use per object | reference RSS per object |\n| --- | --- | --- | --- |\n")
+			for _, lv := range b.res.levels {
+				if lv.objects == 0 || len(lv.heap) == 0 {
+					continue
+				}
+				o := float64(lv.objects)
+				refPer := "—"
+				if len(lv.refMem) > 0 && len(zero.refMem) > 0 {
+					refPer = fmt.Sprintf("%.0f B", (medianRSS(lv.refMem)-medianRSS(zero.refMem))/o)
+				}
+				p("| %s | %.0f B | %.0f B | %s |\n", count(lv.objects), (medianRSS(lv.mem)-medianRSS(zero.mem))/o, (medianF(lv.heap)-medianF(zero.heap))/o, refPer)
+			}
+		}
+		p("\n")
+		for _, lv := range b.res.levels {
+			if lv.startCalls != nil && lv == b.res.levels[len(b.res.levels)-1] {
+				p("The daemon's requests from its start to every object counted, %s objects (first run, audit log): %s.\n\n", count(lv.objects), lv.startCalls)
+			}
+		}
+		for _, lv := range b.res.levels {
+			if len(lv.ready) > 0 && len(lv.counted) > 0 {
+				gap := medianDur(lv.counted) - medianDur(lv.ready)
+				if lv.objects > 0 && gap > 100*time.Millisecond {
+					p("- %s objects: `/readyz` turned 200 %s before the daemon had counted every mapped object.\n", count(lv.objects), secs(gap))
+				}
+			}
+		}
+		p("\n## Decision latency, every window\n\n| objects | mean reconcile, adding a shard | reconciles | mean reconcile, removing it | reconciles |\n| --- | --- | --- | --- | --- |\n")
+		for _, lv := range b.res.levels {
+			if len(lv.addMean) == 0 {
+				continue
+			}
+			p("| %s | %s | %s | %s | %s |\n", count(lv.objects), durs(lv.addMean, ms), ints(lv.addN), durs(lv.removeMean, ms), ints(lv.removeN))
+		}
+		p("\n")
+	}
+	if len(b.res.writeRates) > 0 {
+		p("Mapped objects were created with %d writers and a client QPS of %d:", b.writers, b.writeQPS)
+		for _, w := range b.res.writeRates {
+			p(" %s→%s at %.0f/s;", count(w.from), count(w.to), w.rate)
+		}
+		p("\n\n")
+	}
+	if id := b.res.idle; id != nil {
+		p("## Idle window\n\n")
+		p("%s with %s mapped objects and %d shards (%d shard Deployments).\n\n", id.window.Round(time.Second), count(id.objects), id.shards, id.shards*len(sources()))
+		p("- The daemon's requests in the audit log: %s.\n", id.audit)
+		p("- `shardkeeper_api_writes_total` grew by %v; `shardkeeper_reconcile_duration_seconds_count` by %v.\n", id.daemonWrites, id.reconciles)
+		p("- `apiserver_request_total` of the audited API server, every client (the daemon, the API server's own loopback client, the benchmark's two scrapes), grew by %v writes and %v LISTs on the resources the daemon uses (deployments, configmaps, events, gitrepos, helmops, helmreleases, customresourcedefinitions). All its changes: %s.\n\n",
+			id.apiWritesDaemonRes, id.apiListsDaemonRes, byResource(id.apiByResource))
+	}
+	if len(b.res.notes) > 0 {
+		p("## Notes from the run\n\n")
+		for _, n := range b.res.notes {
+			p("- %s\n", n)
+		}
+		p("\n")
+	}
+	return sb.String()
+}
+
+func (b *bench) missed() []string {
+	var out []string
+	for _, r := range b.rows() {
+		if r.result == yesNo(false) {
+			out = append(out, fmt.Sprintf("%s: %s against %s %s", r.figure, r.value, r.target, ratioNote(r)))
+		}
+	}
+	return out
+}
+
+func ratioNote(r row) string {
+	if r.ratio == "—" {
+		return ""
+	}
+	return "(" + r.ratio + ")"
+}
+
+func ints(ns []int) string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, fmt.Sprint(n))
+	}
+	return strings.Join(s, ", ")
+}
+
+func byResource(m map[string]float64) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var s []string
+	for _, k := range ks {
+		s = append(s, fmt.Sprintf("%s: %v", k, m[k]))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+func (b *bench) apiLabels() string {
+	if b.res.idle == nil || len(b.res.idle.apiLabels) == 0 {
+		return "not read in this run"
+	}
+	l := append([]string(nil), b.res.idle.apiLabels...)
+	sort.Strings(l)
+	return "`" + strings.Join(l, "`, `") + "`"
+}
+
+func (b *bench) extraArgs() string {
+	if len(b.daemonArgs) == 0 {
+		return ""
+	}
+	return ", plus `" + strings.Join(b.daemonArgs, " ") + "`"
+}

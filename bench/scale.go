@@ -1,0 +1,486 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+)
+
+// createObjects creates the mapped objects [from, to) with b.writers
+// concurrent writers and returns the rate achieved.
+func (b *bench) createObjects(ctx context.Context, from, to int) (float64, error) {
+	if to <= from {
+		return 0, nil
+	}
+	dyn, err := dynamic.NewForConfig(b.env.config(float32(b.writeQPS), b.writeQPS))
+	if err != nil {
+		return 0, err
+	}
+	next := atomic.Int64{}
+	next.Store(int64(from))
+	done := atomic.Int64{}
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	began := time.Now()
+	stopProgress := make(chan struct{})
+	go func() {
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				n := done.Load()
+				b.logf("objects: %d of %d created (%.0f/s)", int(n)+from, to, float64(n)/time.Since(began).Seconds())
+			}
+		}
+	}()
+	for range b.writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= to || ctx.Err() != nil {
+					return
+				}
+				gvr := fixture.GitRepos
+				label := source.FleetShardRefLabel
+				if i%2 == 1 {
+					gvr, label = fixture.HelmReleases, source.FluxShardKeyLabel
+				}
+				ns := fmt.Sprintf("%s%d", objNSBase, (i/2)%objNSs)
+				obj := fixture.Object(gvr, ns, fmt.Sprintf("obj-%06d", i), label, fmt.Sprintf("s%03d", (i/2)%b.scaleShards))
+				var err error
+				for attempt := range 30 {
+					_, err = dyn.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+					if err == nil || apierrors.IsAlreadyExists(err) {
+						err = nil
+						break
+					}
+					time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+				}
+				if err != nil {
+					errOnce.Do(func() { firstErr = fmt.Errorf("creating %s %s/%s: %w", gvr.Resource, ns, obj.GetName(), err) })
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stopProgress)
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	rate := float64(to-from) / time.Since(began).Seconds()
+	b.logf("objects: %d created in %s (%.0f/s)", to-from, time.Since(began).Round(time.Second), rate)
+	return rate, nil
+}
+
+// level is what was measured with a number of mapped objects present.
+type level struct {
+	objects int
+	// shardkeeper, one entry per run
+	ready, counted []time.Duration
+	mem            []memory
+	heap           []float64 // go_memstats_heap_inuse_bytes
+	startCalls     calls     // the first run's requests from start to counted
+	// steady: the last run's process, after a garbage collection that
+	// followed the reading above, once its RSS stopped moving; at 0 objects
+	// and the largest count only
+	memSteady   memory
+	heapSteady  float64
+	steadyAfter time.Duration // from counted
+	// reference, one entry per run
+	refSynced      []time.Duration
+	refMem         []memory
+	refSteady      memory
+	refSteadyAfter time.Duration // from synced
+	// decision latency: mean reconcile duration and reconciles per window
+	addMean, removeMean []time.Duration
+	addN, removeN       []int
+}
+
+// runScale sets b.scaleShards shards, then at every object count measures
+// start-up and memory of the daemon and of the reference, and the decision
+// latency; at the largest count it also watches an idle window.
+func (b *bench) runScale(ctx context.Context) error {
+	base := shardIDs(b.scaleShards)
+	{
+		d, err := b.env.startDaemon(b.daemonBin, b.daemonArgs)
+		if err != nil {
+			return err
+		}
+		if _, err := d.waitReady(2 * time.Minute); err != nil {
+			d.stop()
+			return err
+		}
+		if err := b.env.setShards(ctx, base); err != nil {
+			d.stop()
+			return err
+		}
+		if err := poll(ctx, 10*time.Minute, "shard Deployments created", func() error {
+			m, err := scrape(d.metrics)
+			if err != nil {
+				return err
+			}
+			if n := m.sum("shardkeeper_shards", map[string]string{"state": "Active"}); int(n) != b.scaleShards {
+				return fmt.Errorf("%v shards active", n)
+			}
+			return nil
+		}); err != nil {
+			d.stop()
+			return err
+		}
+		d.stop()
+		if err := b.env.settle(ctx, 15*time.Minute); err != nil {
+			b.notef("scale: %d shards did not settle: %v", b.scaleShards, err)
+		}
+	}
+
+	levels := append([]int{0}, b.objects...)
+	have := 0
+	top := levels[len(levels)-1]
+	for _, n := range levels {
+		rate, err := b.createObjects(ctx, have, n)
+		if err != nil {
+			return err
+		}
+		if n > have {
+			b.res.writeRates = append(b.res.writeRates, writeRate{from: have, to: n, rate: rate})
+		}
+		have = n
+		lv := &level{objects: n}
+		b.res.levels = append(b.res.levels, lv)
+		time.Sleep(5 * time.Second) // the API server's own follow-up (watch caches, GC graph)
+
+		steady := n == 0 || n == top
+		var kept *daemon
+		var keptCounted time.Time
+		var keptGC float64
+		for r := range b.runs {
+			d, err := b.env.startDaemon(b.daemonBin, b.daemonArgs)
+			if err != nil {
+				return err
+			}
+			ready, err := d.waitReady(5 * time.Minute)
+			if err != nil {
+				d.stop()
+				return err
+			}
+			counted, err := d.waitCounted(n, 10*time.Minute)
+			if err != nil {
+				d.stop()
+				return err
+			}
+			lv.ready = append(lv.ready, ready.Sub(d.started))
+			lv.counted = append(lv.counted, counted.Sub(d.started))
+			time.Sleep(b.settle)
+			mem, err := readMemory(d.pid())
+			if err != nil {
+				d.stop()
+				return err
+			}
+			lv.mem = append(lv.mem, mem)
+			m, err := scrape(d.metrics)
+			if err != nil {
+				d.stop()
+				return err
+			}
+			lv.heap = append(lv.heap, m.sum("go_memstats_heap_inuse_bytes", nil))
+			if r == 0 {
+				if c, err := readAudit(b.env.auditLog, d.started, counted); err == nil {
+					lv.startCalls = c
+				}
+			}
+			b.logf("objects %d run %d: ready %s, counted %s, RSS %s (peak %s)", n, r+1,
+				lv.ready[r].Round(time.Millisecond), lv.counted[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
+			if r < b.runs-1 {
+				d.stop()
+			} else {
+				kept, keptCounted, keptGC = d, counted, m.sum("go_gc_duration_seconds_count", nil)
+			}
+		}
+
+		if err := b.decision(ctx, kept, base, lv); err != nil {
+			kept.stop()
+			return err
+		}
+		if n == top && b.idle > 0 {
+			if err := b.idleWindow(ctx, kept); err != nil {
+				kept.stop()
+				return err
+			}
+		}
+		if steady {
+			if err := b.steadyDaemon(kept, keptCounted, keptGC, lv); err != nil {
+				kept.stop()
+				return err
+			}
+		}
+		kept.stop()
+
+		for r := range b.runs {
+			p, err := startProc("ref", fmt.Sprintf("%s/ref-%d-%d.log", b.env.workDir, n, r), b.refBin, "--kubeconfig", b.env.adminKubeconfig)
+			if err != nil {
+				return err
+			}
+			if _, err := p.waitLine("synced", 15*time.Minute); err != nil {
+				p.stop()
+				return err
+			}
+			lv.refSynced = append(lv.refSynced, time.Since(p.started))
+			synced := time.Now()
+			time.Sleep(b.settle)
+			mem, err := readMemory(p.pid())
+			if err != nil {
+				p.stop()
+				return err
+			}
+			lv.refMem = append(lv.refMem, mem)
+			if steady && r == b.runs-1 {
+				gc0 := p.gcCount()
+				if err := poll(ctx, 4*time.Minute, "a garbage collection in the reference", func() error {
+					if p.gcCount() <= gc0 {
+						return fmt.Errorf("%d collections", p.gcCount())
+					}
+					return nil
+				}); err != nil {
+					b.notef("objects %d: %v", n, err)
+				}
+				lv.refSteady, err = waitStableRSS(p.pid(), time.Minute)
+				lv.refSteadyAfter = time.Since(synced)
+				if err != nil {
+					p.stop()
+					return err
+				}
+				b.logf("objects %d: reference steady RSS %s, %s after synced", n, mib(lv.refSteady.RSS), lv.refSteadyAfter.Round(time.Second))
+			}
+			p.stop()
+			b.logf("objects %d run %d: reference synced %s, RSS %s (peak %s)", n, r+1, lv.refSynced[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
+		}
+	}
+	return nil
+}
+
+// steadyDaemon waits until the daemon has completed a garbage collection
+// since gc0 (an idle Go process collects at least every two minutes) and
+// its RSS has stopped moving, and records its memory then.
+func (b *bench) steadyDaemon(d *daemon, counted time.Time, gc0 float64, lv *level) error {
+	if err := poll(context.Background(), 4*time.Minute, "a garbage collection in shardkeeper", func() error {
+		m, err := scrape(d.metrics)
+		if err != nil {
+			return err
+		}
+		if n := m.sum("go_gc_duration_seconds_count", nil); n <= gc0 {
+			return fmt.Errorf("%v collections", n)
+		}
+		return nil
+	}); err != nil {
+		b.notef("objects %d: %v", lv.objects, err)
+	}
+	mem, err := waitStableRSS(d.pid(), time.Minute)
+	if err != nil {
+		return err
+	}
+	lv.memSteady, lv.steadyAfter = mem, time.Since(counted)
+	if m, err := scrape(d.metrics); err == nil {
+		lv.heapSteady = m.sum("go_memstats_heap_inuse_bytes", nil)
+	}
+	b.logf("objects %d: shardkeeper steady RSS %s, %s after counted", lv.objects, mib(mem.RSS), lv.steadyAfter.Round(time.Second))
+	return nil
+}
+
+// decision adds one shard, waits until its Deployments are rolled out and
+// the daemon has stopped reconciling, and reads the mean reconcile duration
+// over that window from the histogram; then removes the shard the same way.
+func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *level) error {
+	window := func(from, to []string) (time.Duration, int, error) {
+		before, err := scrape(d.metrics)
+		if err != nil {
+			return 0, 0, err
+		}
+		if _, err := b.env.daemonStep(ctx, from, to); err != nil {
+			return 0, 0, err
+		}
+		if err := b.env.settle(ctx, 5*time.Minute); err != nil {
+			b.notef("decision latency at %d objects: %v", lv.objects, err)
+		}
+		after, err := b.quietReconciles(d, 3*time.Second, time.Minute)
+		if err != nil {
+			return 0, 0, err
+		}
+		n := after.sum("shardkeeper_reconcile_duration_seconds_count", nil) - before.sum("shardkeeper_reconcile_duration_seconds_count", nil)
+		s := after.sum("shardkeeper_reconcile_duration_seconds_sum", nil) - before.sum("shardkeeper_reconcile_duration_seconds_sum", nil)
+		if n <= 0 {
+			return 0, 0, fmt.Errorf("no reconcile at %d objects", lv.objects)
+		}
+		return time.Duration(s / n * float64(time.Second)), int(n), nil
+	}
+	for r := range b.runs {
+		extra := append(append([]string{}, base...), fmt.Sprintf("x%d", r))
+		mean, n, err := window(base, extra)
+		if err != nil {
+			return err
+		}
+		lv.addMean, lv.addN = append(lv.addMean, mean), append(lv.addN, n)
+		mean2, n2, err := window(extra, base)
+		if err != nil {
+			return err
+		}
+		lv.removeMean, lv.removeN = append(lv.removeMean, mean2), append(lv.removeN, n2)
+		b.logf("objects %d run %d: reconcile mean %s over %d (add a shard), %s over %d (remove it)", lv.objects, r+1, mean, n, mean2, n2)
+	}
+	return nil
+}
+
+// quietReconciles waits until the reconcile count has not changed for
+// quiet, and returns the metrics then.
+func (b *bench) quietReconciles(d *daemon, quiet, timeout time.Duration) (samples, error) {
+	deadline := time.Now().Add(timeout)
+	last, err := scrape(d.metrics)
+	if err != nil {
+		return nil, err
+	}
+	since := time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond)
+		m, err := scrape(d.metrics)
+		if err != nil {
+			return nil, err
+		}
+		if m.sum("shardkeeper_reconcile_duration_seconds_count", nil) != last.sum("shardkeeper_reconcile_duration_seconds_count", nil) {
+			last, since = m, time.Now()
+			continue
+		}
+		if time.Since(since) >= quiet {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("shardkeeper kept reconciling for %s", timeout)
+}
+
+// idle is what the idle window showed.
+type idle struct {
+	window          time.Duration
+	objects, shards int
+	audit           calls
+	daemonWrites    float64 // shardkeeper_api_writes_total
+	reconciles      float64
+	// apiserver_request_total on the audited API server, every client
+	apiWritesDaemonRes, apiListsDaemonRes float64
+	apiByResource                         map[string]float64
+	apiLabels                             []string
+}
+
+// daemonResources are the resources the daemon reads or writes.
+var daemonResources = map[string]bool{"deployments": true, "configmaps": true, "events": true,
+	"gitrepos": true, "helmops": true, "helmreleases": true, "customresourcedefinitions": true}
+
+func (b *bench) idleWindow(ctx context.Context, d *daemon) error {
+	if err := b.env.settle(ctx, 5*time.Minute); err != nil {
+		b.notef("idle window: %v", err)
+	}
+	if _, err := b.quietReconciles(d, 10*time.Second, 2*time.Minute); err != nil {
+		return err
+	}
+	apiClient, err := rest.HTTPClientFor(b.env.cfg)
+	if err != nil {
+		return err
+	}
+	api0, err := scrapeWith(apiClient, b.env.host+"/metrics", b.env.token)
+	if err != nil {
+		return err
+	}
+	d0, err := scrape(d.metrics)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	b.logf("idle window: %s from %s, nothing but the daemon talks to the API server", b.idle, t0.Format(time.TimeOnly))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.idle):
+	}
+	t1 := time.Now()
+	d1, err := scrape(d.metrics)
+	if err != nil {
+		return err
+	}
+	api1, err := scrapeWith(apiClient, b.env.host+"/metrics", b.env.token)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // the audit log is written as requests complete
+	c, err := readAudit(b.env.auditLog, t0, t1)
+	if err != nil {
+		return err
+	}
+	res := &idle{window: t1.Sub(t0), objects: b.res.levels[len(b.res.levels)-1].objects, shards: b.scaleShards, audit: c,
+		daemonWrites:  d1.sum("shardkeeper_api_writes_total", nil) - d0.sum("shardkeeper_api_writes_total", nil),
+		reconciles:    d1.sum("shardkeeper_reconcile_duration_seconds_count", nil) - d0.sum("shardkeeper_reconcile_duration_seconds_count", nil),
+		apiByResource: map[string]float64{},
+	}
+	labelSet := map[string]bool{}
+	delta := map[string]float64{}
+	for _, s := range api1 {
+		if s.name != "apiserver_request_total" {
+			continue
+		}
+		for k := range s.labels {
+			labelSet[k] = true
+		}
+		delta[key(s.labels)] += s.value
+	}
+	for _, s := range api0 {
+		if s.name == "apiserver_request_total" {
+			delta[key(s.labels)] -= s.value
+		}
+	}
+	for k, v := range delta {
+		if v == 0 {
+			continue
+		}
+		verb, res1, _ := strings.Cut(k, " ")
+		res.apiByResource[k] = v
+		if daemonResources[strings.SplitN(res1, "/", 2)[0]] {
+			switch verb {
+			case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY":
+				res.apiWritesDaemonRes += v
+			case "LIST":
+				res.apiListsDaemonRes += v
+			}
+		}
+	}
+	for k := range labelSet {
+		res.apiLabels = append(res.apiLabels, k)
+	}
+	b.res.idle = res
+	b.logf("idle window: audit %s; shardkeeper_api_writes_total +%v; reconciles +%v", c, res.daemonWrites, res.reconciles)
+	return nil
+}
+
+func key(l map[string]string) string {
+	r := l["resource"]
+	if l["subresource"] != "" {
+		r += "/" + l["subresource"]
+	}
+	return l["verb"] + " " + r
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
