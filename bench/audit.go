@@ -98,6 +98,12 @@ type auditEvent struct {
 // the audited API server logged them. Each request is counted once, at the
 // first stage logged for it (a watch is logged when its response starts).
 func readAudit(path string, from, to time.Time) (calls, error) {
+	return readAuditQ(path, from, to, false)
+}
+
+// readAuditQ is readAudit; withQuery keeps the paging and resourceVersion
+// parameters of lists in the resource, to show how a list was made.
+func readAuditQ(path string, from, to time.Time, withQuery bool) (calls, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -129,9 +135,30 @@ func readAudit(path string, from, to time.Time) (calls, error) {
 		if ev.Verb == "watch" && strings.Contains(ev.RequestURI, "sendInitialEvents=true") {
 			k.verb = "watchlist"
 		}
+		if withQuery && (k.verb == "list" || k.verb == "watchlist") {
+			k.resource += " ?" + listQuery(ev.RequestURI)
+		}
 		out[k]++
 	}
 	return out, sc.Err()
+}
+
+// listQuery returns the limit and resourceVersion parameters of a list
+// request, and whether it continues a paged list.
+func listQuery(uri string) string {
+	_, q, _ := strings.Cut(uri, "?")
+	var keep []string
+	for _, kv := range strings.Split(q, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "limit", "resourceVersion", "resourceVersionMatch", "sendInitialEvents":
+			keep = append(keep, k+"="+v)
+		case "continue":
+			keep = append(keep, "continue")
+		}
+	}
+	sort.Strings(keep)
+	return strings.Join(keep, "&")
 }
 
 func pathOnly(uri string) string {
