@@ -79,9 +79,11 @@ test-e2e: $(CONTROL_PLANE) build ## Run the e2e tests against a real kube-apiser
 	SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the ConfigMap parser and the renderer, $(FUZZ_TIME) each; crashes land in testdata/fuzz as seed cases.
+fuzz: ## Fuzz the ConfigMap parsers, the renderer and placement, $(FUZZ_TIME) each; crashes land in testdata/fuzz as seed cases.
 	go test ./pkg/shardconfig -run '^$$' -fuzz FuzzParseShards -fuzztime $(FUZZ_TIME)
 	go test ./pkg/render -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZ_TIME)
+	go test ./pkg/shardconfig -run '^$$' -fuzz FuzzParsePlacement -fuzztime $(FUZZ_TIME)
+	go test ./pkg/placement -run '^$$' -fuzz FuzzPlan -fuzztime $(FUZZ_TIME)
 
 SOAK_RUNS ?= 20
 

@@ -38,6 +38,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
+	"github.com/shardkeeper/shardkeeper/pkg/placer"
 	"github.com/shardkeeper/shardkeeper/pkg/probe"
 	"github.com/shardkeeper/shardkeeper/pkg/shardset"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -77,7 +78,7 @@ func run() error {
 		fleetNS        = flag.String("fleet-namespace", "cattle-fleet-system", "namespace of Fleet's fleet-controller, gitjob and helmops")
 		fluxNS         = flag.String("flux-namespace", "flux-system", "namespace of Flux's helm-controller")
 		qps            = flag.Float64("kube-api-qps", 50, "client requests per second to the API server")
-		burst          = flag.Int("kube-api-burst", 100, "client request burst to the API server")
+		burst          = flag.Int("kube-api-burst", 300, "client request burst to the API server")
 		logLevel       = flag.String("log-level", "info", "log level: debug, info, warn, error")
 		logFormat      = flag.String("log-format", "text", "log format: text or json")
 		leaderElect    = flag.Bool("leader-elect", false, "elect a leader on a Lease, so that only one of several replicas writes")
@@ -88,6 +89,7 @@ func run() error {
 		metricsAddr    = flag.String("metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 		probeAddr      = flag.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
 		showVersion    = flag.Bool("version", false, "print the version and exit")
+		allowPlacement = flag.Bool("allow-placement", false, "let a \"placement\" key in the ConfigMap relabel the mapped objects (needs patch on them)")
 		custom, mapKs  listFlag
 	)
 	flag.Var(&custom, "source", "another controller to clone, repeatable: NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...")
@@ -190,7 +192,13 @@ func run() error {
 
 	var ctrl *shardset.Controller
 	tracker := mapped.New(meta, disc, set.Mapped, func() { ctrl.MappedChanged() })
-	ctrl = shardset.Register(ctx, shardset.Options{ConfigMap: ref, Sources: set.Sources}, configMaps, configMaps, deployments, tracker, recorder)
+	opts := shardset.Options{ConfigMap: ref, Sources: set.Sources}
+	var placing *placer.Placer
+	if *allowPlacement {
+		placing = placer.New(meta, set.Mapped, tracker, recorder)
+		opts.Placer = placing
+	}
+	ctrl = shardset.Register(ctx, opts, configMaps, configMaps, deployments, tracker, recorder)
 
 	// run starts the caches and the controllers. With leader election only
 	// the leader runs it: a standby holds no cache and makes no request
@@ -219,6 +227,9 @@ func run() error {
 			}
 		}
 		ctrl.Started()
+		if placing != nil {
+			go placing.Run(ctx)
+		}
 		logrus.WithFields(logrus.Fields{"configmap": ref.String(), "sources": len(set.Sources), "mappedKinds": len(set.Mapped)}).Info("controllers started")
 		return nil
 	}

@@ -21,6 +21,7 @@ type badInput struct {
 	name        string
 	shards      *string // nil: no "shards" key
 	binary      bool    // shards in binaryData
+	placement   *string // nil: no "placement" key
 	annotations map[string]string
 	want        string
 }
@@ -81,6 +82,17 @@ func badInputs() []badInput {
 		{name: "force names an invalid ID", shards: str("good"), annotations: map[string]string{"shardkeeper.io/force-delete": "Bad!"}, want: "shardkeeper.io/force-delete"},
 		{name: "binaryData", shards: str("good"), binary: true, want: "binaryData"},
 		{name: "missing shards key", shards: nil, want: `no "shards" key`},
+		// Placement: this daemon runs without --allow-placement, but a bad
+		// placement value is reported as such first.
+		{name: "placement not allowed", shards: str("good"), placement: str(""), want: "runs without --allow-placement"},
+		{name: "placement unknown field", shards: str("good"), placement: str("moves: 3"), want: `unknown field "moves"`},
+		{name: "placement of wrong type", shards: str("good"), placement: str("maxMoves: many"), want: "not a valid YAML object"},
+		{name: "placement bad selector", shards: str("good"), placement: str("selector: 'team in ('"), want: "placement.selector"},
+		{name: "placement bad threshold", shards: str("good"), placement: str("threshold: lots"), want: "placement.threshold"},
+		{name: "placement min above max", shards: str("good"), placement: str("minShards: 9\nmaxShards: 3"), want: "minShards 9 is above maxShards 3"},
+		{name: "auto without placement", shards: str("auto"), want: `"auto" sizes the shard list`},
+		{name: "drain without placement", shards: str("good"), annotations: map[string]string{"shardkeeper.io/drain": "good"}, want: "only placement does"},
+		{name: "drain names an invalid ID", shards: str("good"), placement: str(""), annotations: map[string]string{"shardkeeper.io/drain": "Bad!"}, want: "shardkeeper.io/drain"},
 	}
 }
 
@@ -107,6 +119,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 			case c.shards != nil:
 				cm.Data["shards"] = *c.shards
 			}
+			if c.placement != nil {
+				cm.Data["placement"] = *c.placement
+			}
 			_, err = kube.CoreV1().ConfigMaps(s.fleetNS).Update(s.ctx, cm, metav1.UpdateOptions{})
 			require.NoError(t, err)
 			eventually(t, 30*time.Second, "rejected with the reason", func() error {
@@ -129,7 +144,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 
 	// A good edit is taken again.
-	s.patch(`{"data":{"shards":"good,again"},"binaryData":null,"metadata":{"annotations":null}}`)
+	s.patch(`{"data":{"shards":"good,again","placement":null},"binaryData":null,"metadata":{"annotations":null}}`)
 	s.waitShards("good", "again")
 	eventually(t, 30*time.Second, "error cleared", func() error {
 		if e := s.status().Error; e != "" {

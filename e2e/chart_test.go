@@ -89,6 +89,21 @@ func TestChartRenderAndApply(t *testing.T) {
 			mapped:           []schema.GroupVersionResource{gitRepos, helmOps, helmReleases},
 			lease:            true,
 		},
+	}, {
+		name:      "placement allowed",
+		release:   "skplace",
+		namespace: "chart-place",
+		args:      []string{"--set", "placement.enabled=true"},
+		kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 2, "RoleBinding": 2,
+			"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1},
+		rbac: chartRBAC{
+			sourceNamespaces: []string{"cattle-fleet-system"},
+			otherNamespaces:  []string{"flux-system", "default", "kube-system"},
+			mapped:           []schema.GroupVersionResource{gitRepos, helmOps},
+			unmapped:         []schema.GroupVersionResource{helmReleases},
+			lease:            true,
+			placement:        true,
+		},
 	}}
 	for _, set := range sets {
 		t.Run(set.name, func(t *testing.T) {
@@ -110,6 +125,9 @@ func TestChartRenderAndApply(t *testing.T) {
 
 			dep := findObject(t, objs, "Deployment")
 			checkDaemonDeployment(t, dep)
+			containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+			assert.Equal(t, set.rbac.placement, strings.Contains(fmt.Sprint(containers), "--allow-placement"),
+				"the daemon may place objects only where the chart grants patch")
 			waitAvailable(t, set.namespace, dep.GetName())
 
 			rbac := set.rbac
@@ -287,6 +305,8 @@ type chartRBAC struct {
 	// mapped are listed cluster-wide; unmapped are not.
 	mapped, unmapped []schema.GroupVersionResource
 	lease            bool
+	// placement: the mapped kinds may be patched, and nothing more.
+	placement bool
 }
 
 type accessCase struct {
@@ -333,7 +353,8 @@ func (r chartRBAC) cases() []accessCase {
 
 	for _, m := range r.mapped {
 		add(true, []string{"list", "watch"}, m.Group, m.Resource, "", "")
-		add(false, []string{"get", "create", "update", "patch", "delete"}, m.Group, m.Resource, ns, "x")
+		add(false, []string{"get", "create", "update", "delete"}, m.Group, m.Resource, ns, "x")
+		add(r.placement, []string{"patch"}, m.Group, m.Resource, ns, "x")
 		add(false, []string{"create", "update", "delete"}, m.Group, m.Resource, "", "")
 	}
 	for _, m := range r.unmapped {

@@ -278,7 +278,9 @@ func (s *scenario) start(extra ...string) {
 // leastPrivilege installs the chart's ServiceAccount and RBAC for the
 // scenario's namespaces and returns the daemon flag that makes it act as
 // that ServiceAccount: every scenario then proves the chart grants enough,
-// since the real API server checks each request against it.
+// since the real API server checks each request against it. Placement is
+// allowed in the chart (patch on the mapped kinds), not in the daemon: only
+// the scenarios that pass --allow-placement use it.
 func (s *scenario) leastPrivilege() string {
 	s.t.Helper()
 	if s.kubeconfig != "" {
@@ -287,7 +289,7 @@ func (s *scenario) leastPrivilege() string {
 	objs := decodeObjects(s.t, helm(s.t, "template", s.fleetNS, chartDir, "--namespace", s.fleetNS,
 		"--set", "presets.fleet.namespace="+s.fleetNS,
 		"--set", "presets.flux.enabled=true", "--set", "presets.flux.namespace="+s.fluxNS,
-		"--set", "configMap.create=false"))
+		"--set", "configMap.create=false", "--set", "placement.enabled=true"))
 	var rbac []*unstructured.Unstructured
 	sa := ""
 	for _, o := range objs {

@@ -2,75 +2,274 @@ package mapped
 
 import (
 	"fmt"
+	"runtime/debug"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 )
 
-// shardIndex is the whole cache of one mapped kind: which shard each object
-// is mapped to, and nothing else. A reflector writes to it directly, so no
+// Annotations that placement writes and reads. An object whose shard label
+// equals AssignedShardAnnotation was placed by shardkeeper; any other shard
+// label was set by a person and pins the object.
+const (
+	// AssignedShardAnnotation records the shard placement gave the object.
+	AssignedShardAnnotation = "shardkeeper.io/assigned-shard"
+	// AssignedAtAnnotation records when (RFC 3339), for the cool-down.
+	AssignedAtAnnotation = "shardkeeper.io/assigned-at"
+	// WeightAnnotation is the load an object adds to its shard (default 1).
+	WeightAnnotation = "shardkeeper.io/weight"
+)
+
+// maxWeight bounds the weight annotation, so that one object cannot
+// overflow a shard's load.
+const maxWeight = 1000
+
+// Object is what the cache keeps of one mapped object: what the decisions
+// read, and nothing else.
+type Object struct {
+	// Kind is the mapped kind's name, e.g. "gitrepos.fleet.cattle.io".
+	Kind string
+	// Namespace and Name identify the object.
+	Namespace, Name string
+	// ResourceVersion is the precondition of a relabel.
+	ResourceVersion string
+	// Shard is the shard label's value; Labelled is false when there is none.
+	Shard    string
+	Labelled bool
+	// Labels are the object's labels, shared between objects that have the
+	// same ones: read them, never write them.
+	Labels labels.Set
+	// AssignedShard and AssignedAt are placement's record (empty and zero
+	// when placement never labelled the object).
+	AssignedShard string
+	AssignedAt    time.Time
+	// Weight is the weight annotation, 1 when absent or invalid.
+	Weight int
+	// Deleting is true once the object has a deletion timestamp.
+	Deleting bool
+}
+
+// Pinned reports whether a person set the shard label: placement never
+// moves such an object.
+func (o Object) Pinned() bool {
+	return o.Labelled && o.Shard != o.AssignedShard
+}
+
+// entry is an Object without its kind and key, which the index holds
+// elsewhere. Strings that repeat (shard IDs, label sets) are shared.
+type entry struct {
+	rv         string
+	shard      string
+	assigned   string
+	labels     *labelSet
+	assignedAt int64 // Unix seconds
+	weight     int32
+	labelled   bool
+	deleting   bool
+}
+
+// shardIndex is the whole cache of one mapped kind. A reflector writes to it
+// directly and its transform strips each object as it is decoded, so no
 // object outlives the event that brought it: an informer's store would keep
-// every object's metadata (about 2 KB each even when trimmed), this keeps a
-// key and a shared shard ID.
+// every object's metadata (about 2 KB each even when trimmed, most of it the
+// last-applied annotation).
 //
 // Objects that are being deleted stay until they are gone: their finalizers
 // still need the shard's controller.
 type shardIndex struct {
+	kind     string
 	label    string
 	onChange func()
 
 	mu      sync.RWMutex
-	shardOf map[string]string              // "namespace/name" -> shard ID
-	members map[string]map[string]struct{} // shard ID -> keys
-	ids     map[string]string              // shard ID -> its one shared copy
+	byKey   map[string]*entry            // "namespace/name"
+	members map[string]map[string]*entry // shard label value -> "namespace/name"
+	strs    map[string]string            // one shared copy of each shard ID
+	sets    map[string]*labelSet         // one shared copy of each label set
 	synced  bool
 }
 
-func newShardIndex(label string, onChange func()) *shardIndex {
-	return &shardIndex{label: label, onChange: onChange,
-		shardOf: map[string]string{}, members: map[string]map[string]struct{}{}, ids: map[string]string{}}
+func newShardIndex(kind, label string, onChange func()) *shardIndex {
+	return &shardIndex{kind: kind, label: label, onChange: onChange,
+		byKey: map[string]*entry{}, members: map[string]map[string]*entry{},
+		strs: map[string]string{}, sets: map[string]*labelSet{}}
 }
 
-// set records obj under its shard label; it reports whether anything changed.
-func (s *shardIndex) set(obj any) (bool, error) {
+// Transformer implements cache.TransformingStore: the reflector keeps the
+// initial state in a store of its own until the stream ends, and passes
+// each object through this first. What it keeps is then an entry, not
+// an object.
+func (s *shardIndex) Transformer() cache.TransformFunc { return s.strip }
+
+// stripped is what the reflector holds of an object while the initial state
+// streams in: its key and its entry.
+type stripped struct {
+	key string
+	e   *entry
+}
+
+func (s *shardIndex) strip(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
-		return false, fmt.Errorf("unexpected object %T", obj)
+		return obj, nil
 	}
-	key, shard := m.Namespace+"/"+m.Name, m.Labels[s.label]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, had := s.shardOf[key]
-	if had && old == shard {
-		return false, nil
+	return &stripped{key: m.Namespace + "/" + m.Name, e: s.entryOf(m)}, nil
+}
+
+var _ cache.TransformingStore = (*shardIndex)(nil)
+
+func (s *shardIndex) intern(v string) string {
+	if c, ok := s.strs[v]; ok {
+		return c
 	}
+	s.strs[v] = v
+	return v
+}
+
+// labelSet is shared by pointer, so that entries stay comparable. It is
+// forgotten when the last entry that holds it goes.
+type labelSet struct {
+	set  labels.Set
+	id   string
+	refs int
+}
+
+// internLabels shares one map between objects with the same labels (the
+// shard label aside, which the entry holds).
+func (s *shardIndex) internLabels(in map[string]string) *labelSet {
+	n := len(in)
+	if _, ok := in[s.label]; ok {
+		n--
+	}
+	if n == 0 {
+		return nil
+	}
+	keys := make([]string, 0, n)
+	for k := range in {
+		if k != s.label {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var sb strings.Builder
+	for _, k := range keys {
+		sb.WriteString(k)
+		sb.WriteByte(0)
+		sb.WriteString(in[k])
+		sb.WriteByte(0)
+	}
+	id := sb.String()
+	if set, ok := s.sets[id]; ok {
+		return set
+	}
+	set := &labelSet{set: make(labels.Set, n), id: id}
+	for _, k := range keys {
+		set.set[k] = in[k]
+	}
+	s.sets[id] = set
+	return set
+}
+
+func (s *shardIndex) entryOf(m *metav1.PartialObjectMetadata) *entry {
+	shard, labelled := m.Labels[s.label]
+	e := &entry{rv: m.ResourceVersion, shard: s.intern(shard), labelled: labelled,
+		labels: s.internLabels(m.Labels), deleting: m.DeletionTimestamp != nil, weight: 1}
+	if v, ok := m.Annotations[AssignedShardAnnotation]; ok {
+		e.assigned = s.intern(v)
+	}
+	if t, err := time.Parse(time.RFC3339, m.Annotations[AssignedAtAnnotation]); err == nil {
+		e.assignedAt = t.Unix()
+	}
+	if w, err := strconv.Atoi(m.Annotations[WeightAnnotation]); err == nil && w > 0 {
+		e.weight = int32(min(w, maxWeight))
+	}
+	return e
+}
+
+// keyed returns obj's key and entry; s.mu must be held.
+func (s *shardIndex) keyed(obj any) (string, *entry, error) {
+	switch o := obj.(type) {
+	case *stripped:
+		return o.key, o.e, nil
+	case *metav1.PartialObjectMetadata:
+		return o.Namespace + "/" + o.Name, s.entryOf(o), nil
+	}
+	return "", nil, fmt.Errorf("unexpected object %T", obj)
+}
+
+// set records obj; it reports whether anything but the resourceVersion
+// changed: status updates bump that alone, and are nobody's business here.
+func (s *shardIndex) set(obj any) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, e, err := s.keyed(obj)
+	if err != nil {
+		return false, err
+	}
+	old, had := s.byKey[key]
 	if had {
 		s.remove(key, old)
 	}
-	s.add(key, shard)
+	s.add(key, e)
+	if had {
+		rv := old.rv
+		old.rv = e.rv
+		same := *old == *e
+		old.rv = rv
+		if same {
+			return false, nil
+		}
+	}
 	return true, nil
 }
 
-func (s *shardIndex) add(key, shard string) {
-	set := s.members[shard]
-	if set == nil {
-		set = map[string]struct{}{}
-		s.members[shard] = set
-		s.ids[shard] = shard
+// unlabelled is the members key of objects without the shard label; no
+// shard ID can contain a NUL.
+const unlabelled = "\x00"
+
+func memberKey(e *entry) string {
+	if !e.labelled {
+		return unlabelled
 	}
-	set[key] = struct{}{}
-	// Every object of a shard shares one copy of its ID.
-	s.shardOf[key] = s.ids[shard]
+	return e.shard
 }
 
-func (s *shardIndex) remove(key, shard string) {
-	delete(s.shardOf, key)
-	if set := s.members[shard]; set != nil {
+func (s *shardIndex) add(key string, e *entry) {
+	set := s.members[memberKey(e)]
+	if set == nil {
+		set = map[string]*entry{}
+		s.members[memberKey(e)] = set
+	}
+	set[key] = e
+	s.byKey[key] = e
+	if e.labels != nil {
+		if e.labels.refs == 0 {
+			// New, or just forgotten by the remove of the entry it replaces.
+			s.sets[e.labels.id] = e.labels
+		}
+		e.labels.refs++
+	}
+}
+
+func (s *shardIndex) remove(key string, e *entry) {
+	delete(s.byKey, key)
+	if set := s.members[memberKey(e)]; set != nil {
 		delete(set, key)
 		if len(set) == 0 {
-			delete(s.members, shard)
-			delete(s.ids, shard)
+			delete(s.members, memberKey(e))
+		}
+	}
+	if e.labels != nil {
+		if e.labels.refs--; e.labels.refs <= 0 {
+			delete(s.sets, e.labels.id)
 		}
 	}
 }
@@ -89,15 +288,18 @@ func (s *shardIndex) Update(obj any) error {
 
 // Delete implements cache.ReflectorStore.
 func (s *shardIndex) Delete(obj any) error {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
 	if !ok {
 		return fmt.Errorf("unexpected object %T", obj)
 	}
-	key := m.Namespace + "/" + m.Name
+	key := m.GetNamespace() + "/" + m.GetName()
 	s.mu.Lock()
-	shard, had := s.shardOf[key]
+	e, had := s.byKey[key]
 	if had {
-		s.remove(key, shard)
+		s.remove(key, e)
 	}
 	s.mu.Unlock()
 	if had {
@@ -109,18 +311,46 @@ func (s *shardIndex) Delete(obj any) error {
 // Replace implements cache.ReflectorStore: a full list, at start and after
 // a watch could not be resumed.
 func (s *shardIndex) Replace(list []any, _ string) error {
-	fresh := newShardIndex(s.label, nil)
+	s.mu.Lock()
+	for _, set := range s.sets {
+		set.refs = 0
+	}
+	byKey, members := s.byKey, s.members
+	s.byKey, s.members = make(map[string]*entry, len(list)), map[string]map[string]*entry{}
 	for _, obj := range list {
-		if _, err := fresh.set(obj); err != nil {
+		key, e, err := s.keyed(obj)
+		if err != nil {
+			s.byKey, s.members = byKey, members
+			s.mu.Unlock()
 			return err
 		}
+		if old, had := s.byKey[key]; had {
+			s.remove(key, old)
+		}
+		s.add(key, e)
 	}
-	s.mu.Lock()
-	s.shardOf, s.members, s.ids, s.synced = fresh.shardOf, fresh.members, fresh.ids, true
+	for id, set := range s.sets {
+		if set.refs == 0 {
+			delete(s.sets, id)
+		}
+	}
+	s.synced = true
 	s.mu.Unlock()
+	if len(list) >= releaseAfter {
+		// The stream that brought the list decoded every object whole
+		// (the last-applied annotation alone is about 2 KB): garbage about
+		// ten times the index's size. Left alone, the runtime keeps it
+		// until the heap next doubles or for two minutes; returned now, the
+		// daemon's memory right after start is what it keeps.
+		go debug.FreeOSMemory()
+	}
 	s.onChange()
 	return nil
 }
+
+// releaseAfter is the list size from which a relist returns its garbage to
+// the operating system at once.
+const releaseAfter = 1000
 
 // Resync implements cache.ReflectorStore; there is nothing to resync.
 func (s *shardIndex) Resync() error { return nil }
@@ -137,18 +367,45 @@ func (s *shardIndex) count(shard string) int {
 	return len(s.members[shard])
 }
 
-func (s *shardIndex) sample(shard string, n int) []string {
+func (s *shardIndex) object(key string, e *entry) Object {
+	ns, name, _ := strings.Cut(key, "/")
+	o := Object{Kind: s.kind, Namespace: ns, Name: name, ResourceVersion: e.rv,
+		Shard: e.shard, Labelled: e.labelled, AssignedShard: e.assigned,
+		Weight: int(e.weight), Deleting: e.deleting}
+	if e.labels != nil {
+		o.Labels = e.labels.set
+	}
+	if e.assignedAt != 0 {
+		o.AssignedAt = time.Unix(e.assignedAt, 0)
+	}
+	return o
+}
+
+// mappedTo returns the objects labelled with shard, in key order.
+func (s *shardIndex) mappedTo(shard string) []Object {
 	s.mu.RLock()
-	keys := make([]string, 0, len(s.members[shard]))
-	for k := range s.members[shard] {
+	defer s.mu.RUnlock()
+	set := s.members[shard]
+	keys := make([]string, 0, len(set))
+	for k := range set {
 		keys = append(keys, k)
 	}
-	s.mu.RUnlock()
 	slices.Sort(keys)
-	if len(keys) > n {
-		keys = keys[:n]
+	out := make([]Object, len(keys))
+	for i, k := range keys {
+		out[i] = s.object(k, set[k])
 	}
-	return keys
+	return out
+}
+
+// all appends every object, labelled or not, to out.
+func (s *shardIndex) all(out []Object) []Object {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k, e := range s.byKey {
+		out = append(out, s.object(k, e))
+	}
+	return out
 }
 
 func (s *shardIndex) shards() []string {
@@ -156,7 +413,9 @@ func (s *shardIndex) shards() []string {
 	defer s.mu.RUnlock()
 	out := make([]string, 0, len(s.members))
 	for id := range s.members {
-		out = append(out, id)
+		if id != unlabelled {
+			out = append(out, id)
+		}
 	}
 	return out
 }

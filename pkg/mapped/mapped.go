@@ -1,8 +1,9 @@
-// Package mapped counts, per shard ID, the objects (GitRepos, HelmOps,
-// HelmReleases, ...) whose shard label maps them to a shard. It watches
-// metadata only, and only objects that carry the label; it keeps only each
-// object's key and shard; and it follows each kind's CRD so that a kind
-// installed later is picked up without a restart.
+// Package mapped caches the objects (GitRepos, HelmOps, HelmReleases, ...)
+// that a shard label maps to a shard, indexed by shard. It watches metadata
+// only; it keeps of each object only what the decisions read (key, shard
+// label, labels, placement's annotations, deletion state); and it follows
+// each kind's CRD so that a kind installed later is picked up without a
+// restart.
 package mapped
 
 import (
@@ -54,17 +55,10 @@ type kind struct {
 // version to be served.
 const maxDiscoveryAttempts = 30
 
-// listPageSize pages the initial list, so that the whole kind is never in
-// memory at once as one response.
+// listPageSize pages a list, where the API server cannot stream the
+// initial state as a watch (before 1.32); the reflector still holds every
+// page until the last one, stripped only then.
 const listPageSize = 500
-
-// pagedListWatch opts out of the streaming "watch list" start: it holds
-// every object, annotations and all, until the stream has ended, which is
-// the whole kind in memory at once. A paged list holds one page.
-type pagedListWatch struct{ *cache.ListWatch }
-
-// IsWatchListSemanticsUnSupported tells the reflector to list in pages.
-func (pagedListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // New returns a Tracker for kinds; onChange is called whenever a count may
 // have changed or a kind appeared or went.
@@ -144,18 +138,19 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 		return
 	}
 	kctx, cancel := context.WithCancel(ctx)
-	client, label := t.client.Resource(k.spec.Resource), k.spec.Label
-	lw := pagedListWatch{&cache.ListWatch{
+	client := t.client.Resource(k.spec.Resource)
+	// Every object, labelled or not: placement assigns the unlabelled ones.
+	// The initial state streams in as a watch ("watch list"), each object
+	// stripped by the index's transform as it arrives.
+	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = label
 			return client.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = label
 			return client.Watch(ctx, o)
 		},
-	}}
-	index := newShardIndex(label, t.onChange)
+	}
+	index := newShardIndex(k.spec.Name(), k.spec.Label, t.onChange)
 	r := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, index, cache.ReflectorOptions{
 		Name: k.spec.Resource.String(),
 	})
@@ -237,8 +232,11 @@ func (t *Tracker) Sample(shard string, n int) []string {
 		if index == nil {
 			continue
 		}
-		for _, key := range index.sample(shard, n-len(out)) {
-			out = append(out, k.spec.Name()+" "+key)
+		for _, o := range index.mappedTo(shard) {
+			if len(out) == n {
+				break
+			}
+			out = append(out, k.spec.Name()+" "+o.Namespace+"/"+o.Name)
 		}
 		if len(out) >= n {
 			break
@@ -260,6 +258,38 @@ func (t *Tracker) Shards() []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
+}
+
+// MappedTo returns the objects of every kind labelled with shard.
+func (t *Tracker) MappedTo(shard string) []Object {
+	var out []Object
+	for _, k := range t.kinds {
+		if index := k.current(); index != nil {
+			out = append(out, index.mappedTo(shard)...)
+		}
+	}
+	return out
+}
+
+// All returns every cached object of every kind, labelled or not.
+func (t *Tracker) All() []Object {
+	var out []Object
+	for _, k := range t.kinds {
+		if index := k.current(); index != nil {
+			out = index.all(out)
+		}
+	}
+	return out
+}
+
+// Label returns the shard label of the kind named name ("" if none).
+func (t *Tracker) Label(name string) string {
+	for _, k := range t.kinds {
+		if k.spec.Name() == name {
+			return k.spec.Label
+		}
+	}
+	return ""
 }
 
 func (k *kind) current() *shardIndex {

@@ -22,7 +22,7 @@ func obj(ns, name, shard string, deleting bool) *metav1.PartialObjectMetadata {
 
 func TestShardIndex(t *testing.T) {
 	changes := 0
-	s := newShardIndex(label, func() { changes++ })
+	s := newShardIndex("gitrepos", label, func() { changes++ })
 	assert.False(t, s.hasSynced())
 
 	require.NoError(t, s.Replace([]any{obj("a", "r1", "s1", false), obj("a", "r2", "s1", false), obj("b", "r3", "s2", false)}, "1"))
@@ -43,17 +43,15 @@ func TestShardIndex(t *testing.T) {
 	require.NoError(t, s.Update(obj("a", "r2", "s2", false)))
 	assert.Equal(t, 1, s.count("s1"))
 	assert.Equal(t, 2, s.count("s2"))
-	assert.Equal(t, []string{"a/r2", "b/r3"}, s.sample("s2", 5))
-	assert.Equal(t, []string{"a/r2"}, s.sample("s2", 1))
-	assert.Equal(t, 2, changes)
+	assert.Equal(t, []string{"a/r2", "b/r3"}, keys(s.mappedTo("s2")))
+	assert.Equal(t, 3, changes)
 
 	// Deleting the last object of a shard forgets the shard.
 	require.NoError(t, s.Delete(obj("a", "r1", "s1", true)))
 	assert.Equal(t, 0, s.count("s1"))
 	assert.Equal(t, []string{"s2"}, s.shards())
-	assert.Empty(t, s.ids["s1"])
 	require.NoError(t, s.Delete(obj("a", "gone", "s1", false)), "deleting an unknown object is a no-op")
-	assert.Equal(t, 3, changes)
+	assert.Equal(t, 4, changes)
 
 	// A relist replaces everything.
 	require.NoError(t, s.Replace([]any{obj("c", "r9", "s3", false)}, "2"))
@@ -64,12 +62,103 @@ func TestShardIndex(t *testing.T) {
 }
 
 func TestShardIndexSharesIDs(t *testing.T) {
-	s := newShardIndex(label, func() {})
+	s := newShardIndex("gitrepos", label, func() {})
 	require.NoError(t, s.Add(obj("a", "r1", string([]byte("shard-x")), false)))
 	require.NoError(t, s.Add(obj("a", "r2", string([]byte("shard-x")), false)))
-	a, b := s.shardOf["a/r1"], s.shardOf["a/r2"]
-	assert.Equal(t, a, b)
-	assert.Same(t, unsafeData(a), unsafeData(b), "objects of one shard share one copy of its ID")
+	a, b := s.byKey["a/r1"], s.byKey["a/r2"]
+	assert.Equal(t, a.shard, b.shard)
+	assert.Same(t, unsafeData(a.shard), unsafeData(b.shard), "objects of one shard share one copy of its ID")
+	assert.Same(t, a.labels, b.labels, "objects with the same labels share one set")
+}
+
+func keys(objs []Object) []string {
+	out := []string{}
+	for _, o := range objs {
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	return out
+}
+
+func TestShardIndexPlacementFacts(t *testing.T) {
+	changes := 0
+	s := newShardIndex("gitrepos", label, func() { changes++ })
+	placed := obj("a", "placed", "s1", false)
+	placed.Annotations = map[string]string{AssignedShardAnnotation: "s1", AssignedAtAnnotation: "2026-11-29T20:00:00Z",
+		WeightAnnotation: "7", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
+	pinned := obj("a", "pinned", "s1", false)
+	pinned.Annotations = map[string]string{AssignedShardAnnotation: "s2", WeightAnnotation: "nonsense"}
+	bare := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "bare"}}
+	heavy := obj("b", "heavy", "s2", false)
+	heavy.Annotations = map[string]string{WeightAnnotation: "999999"}
+
+	// The initial state streams through the transform: what the reflector
+	// holds until the stream ends is already an entry.
+	st, err := s.strip(placed)
+	require.NoError(t, err)
+	require.IsType(t, &stripped{}, st)
+	assert.Equal(t, "a/placed", st.(*stripped).key)
+	assert.Equal(t, int32(7), st.(*stripped).e.weight)
+
+	require.NoError(t, s.Replace([]any{st, pinned, bare, heavy}, "1"))
+	all := map[string]Object{}
+	for _, o := range s.all(nil) {
+		all[o.Name] = o
+	}
+	require.Len(t, all, 4)
+	assert.False(t, all["placed"].Pinned())
+	assert.Equal(t, 7, all["placed"].Weight)
+	assert.Equal(t, int64(1795982400), all["placed"].AssignedAt.Unix())
+	assert.True(t, all["pinned"].Pinned(), "a label that differs from placement's record was set by a person")
+	assert.Equal(t, 1, all["pinned"].Weight, "an invalid weight counts as 1")
+	assert.False(t, all["bare"].Labelled)
+	assert.False(t, all["bare"].Pinned())
+	assert.Equal(t, maxWeight, all["heavy"].Weight)
+	assert.Equal(t, "x", all["placed"].Labels["team"])
+	assert.NotContains(t, all["placed"].Labels, label)
+	assert.Equal(t, 2, s.count("s1"), "unlabelled objects count for no shard")
+	assert.ElementsMatch(t, []string{"s1", "s2"}, s.shards())
+
+	// A status update bumps only the resourceVersion: no change to report,
+	// but the new version is kept for the next relabel's precondition.
+	before := changes
+	bumped := obj("b", "bare", "", false)
+	bumped.Labels = nil
+	bumped.ResourceVersion = "42"
+	require.NoError(t, s.Update(bumped))
+	assert.Equal(t, before, changes)
+	assert.Equal(t, "42", s.byKey["b/bare"].rv)
+	require.NoError(t, s.Update(obj("b", "bare", "s3", false)))
+	assert.Equal(t, before+1, changes)
+	assert.Equal(t, 1, s.count("s3"))
+}
+
+func TestShardIndexForgetsLabelSets(t *testing.T) {
+	s := newShardIndex("gitrepos", label, func() {})
+	require.NoError(t, s.Replace([]any{obj("a", "r1", "s1", false), obj("a", "r2", "s1", false)}, "1"))
+	require.Len(t, s.sets, 1, "one shared set for {team: x}")
+	odd := obj("a", "r3", "s1", false)
+	odd.Labels["unique"] = "r3"
+	require.NoError(t, s.Add(odd))
+	assert.Len(t, s.sets, 2)
+	require.NoError(t, s.Delete(odd))
+	assert.Len(t, s.sets, 1, "a set no object holds is forgotten")
+	require.NoError(t, s.Update(obj("a", "r1", "s2", false)))
+	assert.Len(t, s.sets, 1)
+	// The only holder of a set moves: the set stays known, and shared.
+	require.NoError(t, s.Add(odd))
+	moved := obj("a", "r3", "s2", false)
+	moved.Labels["unique"] = "r3"
+	require.NoError(t, s.Update(moved))
+	require.Len(t, s.sets, 2)
+	require.NoError(t, s.Delete(moved))
+	// An entry made by the transform but never stored does not outlive the
+	// next relist.
+	_, err := s.strip(odd)
+	require.NoError(t, err)
+	assert.Len(t, s.sets, 2)
+	require.NoError(t, s.Replace([]any{obj("a", "r1", "s1", false)}, "2"))
+	assert.Len(t, s.sets, 1)
+	assert.Equal(t, 1, s.byKey["a/r1"].labels.refs)
 }
 
 func unsafeData(s string) *byte { return unsafe.StringData(s) }

@@ -51,6 +51,11 @@ var (
 		Name: "shardkeeper_api_writes_total",
 		Help: "Write requests sent to the Kubernetes API server, by verb and resource.",
 	}, []string{"verb", "resource"})
+	// PlacementMoves counts the objects placement relabelled.
+	PlacementMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shardkeeper_placement_moves_total",
+		Help: "Objects relabelled by placement, by reason (Assign, Drain, Rebalance) and result (moved, conflict, error).",
+	}, []string{"reason", "result"})
 )
 
 func init() {
@@ -58,6 +63,7 @@ func init() {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, APIWrites,
+		PlacementMoves,
 	)
 }
 

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -46,6 +47,10 @@ type Mapped interface {
 	Sample(shard string, n int) []string
 	// Shards returns every shard ID that some object carries.
 	Shards() []string
+	// MappedTo returns the objects labelled with shard.
+	MappedTo(shard string) []mapped.Object
+	// All returns every object, labelled or not.
+	All() []mapped.Object
 }
 
 // SourceState is a source and its live Deployment (nil when absent).
@@ -144,6 +149,11 @@ type Plan struct {
 	RenderErrors []string
 	// Unknown are shard IDs on objects that no shard serves.
 	Unknown []Unknown
+	// Targets are the shards placement may put objects on: listed, not
+	// draining, every Deployment ready. Draining are the shards whose
+	// movable objects placement moves away. Both are empty when placement
+	// is off.
+	Targets, Draining []string
 }
 
 // shardsInForce returns the shards that have managed Deployments, with those
@@ -190,11 +200,16 @@ func validateForce(in Input, inForce map[string][]*appsv1.Deployment) error {
 // Decide computes the plan for a valid configuration.
 func Decide(in Input) (Plan, error) {
 	inForce := shardsInForce(in.Sources, in.Deployments)
+	synced := in.Mapped.Synced()
+	if in.Config.Auto {
+		in.Config.Shards = autoShards(in, inForce, synced)
+	}
 	if err := validateForce(in, inForce); err != nil {
 		return Plan{}, err
 	}
 	p := Plan{NewShards: map[string]bool{}}
 	desired := in.Config.IDs()
+	place := in.Config.Placement
 
 	for _, s := range in.Sources {
 		if s.Live != nil && s.Source.RequiredArg != "" && !render.HasArg(s.Source, s.Live, s.Source.RequiredArg) {
@@ -254,10 +269,23 @@ func Decide(in Input) (Plan, error) {
 			p.Conflicts = append(p.Conflicts, conflicts...)
 		}
 		st.Mapped = nonZero(in.Mapped.Counts(shard.ID))
+		switch {
+		case !place.Enabled || st.State == StateConflict:
+		case in.Config.Draining(shard.ID):
+			p.Draining = append(p.Draining, shard.ID)
+			left := total(st.Mapped)
+			st.State, st.Message = StateDraining, DrainingMessage(shard.ID, left, place, true)
+			if left == 0 {
+				st.State, st.Message = StateDrained, fmt.Sprintf("shard %s is empty; remove it from the list to delete it", shard.ID)
+			} else if n, sample := Pinned(place, in.Mapped, shard.ID, SampleSize); n > 0 {
+				st.Message = PinnedMessage(in.ConfigMap, shard.ID, n, sample)
+			}
+		case st.Desired > 0 && st.Ready == st.Desired:
+			p.Targets = append(p.Targets, shard.ID)
+		}
 		p.Shards = append(p.Shards, st)
 	}
 
-	synced := in.Mapped.Synced()
 	force := in.Config.Force
 	var consumed []string
 	for _, id := range slices.Sorted(maps.Keys(inForce)) {
@@ -276,6 +304,14 @@ func Decide(in Input) (Plan, error) {
 		case !synced:
 			st.State = StateWaiting
 			st.Message = "removal waits until the mapped-object caches have synced"
+			p.Shards = append(p.Shards, st)
+			continue
+		case total(counts) > 0 && !force.Allows(id) && place.Enabled:
+			p.Draining = append(p.Draining, id)
+			st.State, st.Message = StateDraining, DrainingMessage(id, total(counts), place, false)
+			if n, sample := Pinned(place, in.Mapped, id, SampleSize); n > 0 {
+				st.State, st.Message = StateBlocked, PinnedMessage(in.ConfigMap, id, n, sample)
+			}
 			p.Shards = append(p.Shards, st)
 			continue
 		case total(counts) > 0 && !force.Allows(id):
@@ -328,6 +364,26 @@ func Decide(in Input) (Plan, error) {
 	sort.Slice(p.Shards, func(i, j int) bool { return p.Shards[i].ID < p.Shards[j].ID })
 	sort.Strings(p.Conflicts)
 	return p, nil
+}
+
+// autoShards sizes "shards: auto". Until the caches have synced the count
+// of objects is wrong, so the shards that run stay as they are.
+func autoShards(in Input, inForce map[string][]*appsv1.Deployment, synced bool) []shardconfig.Shard {
+	if synced {
+		return AutoShards(in.Config, inForce, in.Mapped)
+	}
+	var ids []int
+	for id := range inForce {
+		if i := shardconfig.AutoIndex(id); i >= 0 {
+			ids = append(ids, i)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]shardconfig.Shard, len(ids))
+	for i, n := range ids {
+		out[i] = shardconfig.Shard{ID: fmt.Sprintf("%s%d", shardconfig.AutoPrefix, n)}
+	}
+	return out
 }
 
 // BlockedMessage says why a shard's deletion is blocked and how to force it.

@@ -1,7 +1,10 @@
 package plan
 
 import (
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -19,10 +23,42 @@ import (
 
 const ns = "cattle-fleet-system"
 
-// fakeMapped is a fixed table of mapped objects: shard -> kind -> names.
+// fakeMapped is a fixed table of mapped objects: shard -> kind -> names
+// ("namespace/name"). The objects named in placed were labelled by
+// placement; unlabelled objects are listed apart.
 type fakeMapped struct {
-	synced  bool
-	objects map[string]map[string][]string
+	synced     bool
+	objects    map[string]map[string][]string
+	placed     map[string]bool
+	unlabelled []string
+}
+
+func (f fakeMapped) object(kind, key, shard string, labelled bool) mapped.Object {
+	ns, name, _ := strings.Cut(key, "/")
+	o := mapped.Object{Kind: kind, Namespace: ns, Name: name, Shard: shard, Labelled: labelled, Weight: 1}
+	if f.placed[key] {
+		o.AssignedShard = shard
+	}
+	return o
+}
+func (f fakeMapped) MappedTo(shard string) []mapped.Object {
+	var out []mapped.Object
+	for _, kind := range slices.Sorted(maps.Keys(f.objects[shard])) {
+		for _, key := range f.objects[shard][kind] {
+			out = append(out, f.object(kind, key, shard, true))
+		}
+	}
+	return out
+}
+func (f fakeMapped) All() []mapped.Object {
+	var out []mapped.Object
+	for _, shard := range slices.Sorted(maps.Keys(f.objects)) {
+		out = append(out, f.MappedTo(shard)...)
+	}
+	for _, key := range f.unlabelled {
+		out = append(out, f.object("gitrepos", key, "", false))
+	}
+	return out
 }
 
 func (f fakeMapped) Synced() bool { return f.synced }

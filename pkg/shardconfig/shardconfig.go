@@ -1,5 +1,6 @@
 // Package shardconfig parses and validates the shardkeeper ConfigMap: the
-// list of shard IDs in data.shards and the force-delete annotation.
+// list of shard IDs in data.shards (or "auto"), the placement settings in
+// data.placement, and the force-delete and drain annotations.
 //
 // Parsing is all-or-nothing: a value either yields a complete, valid Config
 // or an error that says what to fix, so a bad edit can never be mistaken for
@@ -57,10 +58,27 @@ type Shard struct {
 
 // Config is a parsed, valid shardkeeper ConfigMap.
 type Config struct {
-	// Shards in the order they were listed, IDs unique.
+	// Shards in the order they were listed, IDs unique. With Auto they are
+	// filled in later, from the objects' count.
 	Shards []Shard
+	// Auto is set by "shards: auto".
+	Auto bool
 	// Force is the parsed force-delete annotation.
 	Force Force
+	// Placement is the parsed data.placement.
+	Placement Placement
+	// Drain is the parsed drain annotation.
+	Drain []string
+}
+
+// Draining reports whether the drain annotation names id.
+func (c Config) Draining(id string) bool {
+	for _, d := range c.Drain {
+		if d == id {
+			return true
+		}
+	}
+	return false
 }
 
 // IDs returns the configured shard IDs as a set.
@@ -130,19 +148,42 @@ func Parse(data map[string]string, binaryData map[string][]byte, annotations map
 	if _, ok := binaryData[ShardsKey]; ok {
 		return Config{}, fmt.Errorf(`"shards" must be in data, not binaryData`)
 	}
+	if _, ok := binaryData[PlacementKey]; ok {
+		return Config{}, fmt.Errorf(`"placement" must be in data, not binaryData`)
+	}
 	value, ok := data[ShardsKey]
 	if !ok {
 		return Config{}, ErrMissingShards
 	}
-	shards, err := ParseShards(value)
-	if err != nil {
+	var cfg Config
+	if strings.TrimSpace(value) == Auto {
+		cfg.Auto = true
+	} else {
+		shards, err := ParseShards(value)
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.Shards = shards
+	}
+	var err error
+	if cfg.Force, err = ParseForce(annotations[ForceDeleteAnnotation]); err != nil {
 		return Config{}, err
 	}
-	force, err := ParseForce(annotations[ForceDeleteAnnotation])
-	if err != nil {
+	if raw, ok := data[PlacementKey]; ok {
+		if cfg.Placement, err = ParsePlacement(raw); err != nil {
+			return Config{}, err
+		}
+	}
+	if cfg.Drain, err = ParseDrain(annotations[DrainAnnotation]); err != nil {
 		return Config{}, err
 	}
-	return Config{Shards: shards, Force: force}, nil
+	if cfg.Auto && !cfg.Placement.Enabled {
+		return Config{}, errAutoNeedsPlacement
+	}
+	if len(cfg.Drain) > 0 && !cfg.Placement.Enabled {
+		return Config{}, fmt.Errorf("annotation %s: draining moves objects, which only placement does; add a \"placement\" key (it may be empty) or remove the annotation", DrainAnnotation)
+	}
+	return cfg, nil
 }
 
 // ParseShards parses the value of data.shards: either IDs separated by

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
+	"github.com/shardkeeper/shardkeeper/pkg/placer"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -38,6 +39,10 @@ func (c *Controller) OnChange(key string, cm *corev1.ConfigMap) (*corev1.ConfigM
 func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	log := logrus.WithField("configmap", key)
 	if cm == nil {
+		if c.opts.Placer != nil {
+			// Without its settings placement stops; labels stay as they are.
+			c.opts.Placer.Set(placer.State{})
+		}
 		log.Info("shard ConfigMap not found; nothing is changed until it exists")
 		return nil, c.report(nil, status.Status{Error: fmt.Sprintf("ConfigMap %s not found; nothing is changed until it exists", key)})
 	}
@@ -52,6 +57,11 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		return cm, c.report(cm, status.Status{Error: err.Error()})
 	}
 
+	if cfg.Placement.Enabled && c.opts.Placer == nil {
+		err := errors.New(errPlacementNotAllowed)
+		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
+		return cm, c.report(cm, status.Status{Error: err.Error()})
+	}
 	in, err := c.input(cfg)
 	if err != nil {
 		return cm, err
@@ -63,6 +73,9 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 	}
 
 	applyErr := c.apply(cm, p)
+	if c.opts.Placer != nil {
+		c.opts.Placer.Set(placer.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining})
+	}
 
 	if applyErr == nil && p.ForceChanged {
 		if err := c.setForce(cm, p.Force); err != nil {
@@ -83,6 +96,11 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 	log.WithFields(logrus.Fields{"shards": len(p.Shards), "writes": len(p.Actions), "error": applyErr}).Debug("reconciled")
 	return cm, applyErr
 }
+
+// errPlacementNotAllowed rejects a placement key that this installation
+// cannot carry out.
+const errPlacementNotAllowed = `placement: this shardkeeper runs without --allow-placement, so it may not relabel objects; ` +
+	`install the chart with placement.enabled=true (it grants patch on the mapped kinds) or remove the "placement" key`
 
 // input reads the caches for the decision.
 func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
@@ -138,7 +156,7 @@ func ignoreNotFound(err error) error {
 func recordGauges(shards []plan.ShardStatus) {
 	metrics.Shards.Reset()
 	metrics.MappedObjects.Reset()
-	for _, state := range []string{plan.StateActive, plan.StateBlocked, plan.StateWaiting, plan.StateConflict} {
+	for _, state := range []string{plan.StateActive, plan.StateBlocked, plan.StateWaiting, plan.StateConflict, plan.StateDraining, plan.StateDrained} {
 		metrics.Shards.WithLabelValues(state).Set(0)
 	}
 	for _, s := range shards {

@@ -3,6 +3,7 @@ package shardset
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -14,10 +15,11 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
-// report writes the status ConfigMap when its content changes, and emits
-// the condition Events that the change implies. The status it compares with
-// is read once from the cluster, so a restarted daemon neither rewrites an
-// unchanged status nor repeats an Event.
+// report writes the status ConfigMap when its content changes, at most once
+// per statusInterval, and emits the condition Events that each change
+// implies. The status it compares with is read once from the cluster, so a
+// restarted daemon neither rewrites an unchanged status nor repeats an
+// Event.
 func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -26,18 +28,32 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 		if err != nil {
 			return err
 		}
-		c.reported = r
+		c.reported, c.seen = r, r.status
 	}
-	old := c.reported.status
 	if st.Error != "" {
 		// A rejected edit changes nothing, the report of the shards included.
-		st.Shards, st.Warnings = old.Shards, old.Warnings
+		st.Shards, st.Warnings = c.seen.Shards, c.seen.Warnings
 	}
 	data, err := status.Encode(st)
 	if err != nil {
 		return err
 	}
+	// The Events follow every change seen, also those that a paced write
+	// folds away (a shard drained within a second is still news).
+	if cm != nil {
+		for _, e := range status.Changes(c.seen, st) {
+			if e.Reason == status.ReasonShardDeletionBlocked {
+				metrics.BlockedDeletions.Inc()
+			}
+			c.recorder.Event(cm, e.Type, e.Reason, e.Message)
+		}
+	}
+	c.seen = st
 	if c.reported.exists && maps.Equal(data, c.reported.data) {
+		return nil
+	}
+	if wait := statusInterval - time.Since(c.lastStatusWrite); wait > 0 && cm != nil {
+		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, wait)
 		return nil
 	}
 	logrus.WithField("configmap", c.opts.ConfigMap.String()).WithField("status", data).Debug("writing status")
@@ -46,14 +62,7 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 		return err
 	}
 	c.reported.status = st
-	if cm != nil {
-		for _, e := range status.Changes(old, st) {
-			if e.Reason == status.ReasonShardDeletionBlocked {
-				metrics.BlockedDeletions.Inc()
-			}
-			c.recorder.Event(cm, e.Type, e.Reason, e.Message)
-		}
-	}
+	c.lastStatusWrite = time.Now()
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/shardkeeper/shardkeeper/pkg/placer"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -28,6 +29,12 @@ import (
 // initial list) into one reconcile.
 const mappedDelay = 500 * time.Millisecond
 
+// statusInterval is the least time between two status writes: while 100
+// new shards roll out, their Deployments' status changes bring hundreds of
+// reconciles, and each shard turning Active would otherwise be a write of
+// its own. A change within the interval is written once it has passed.
+const statusInterval = time.Second
+
 // writeParallelism bounds the Deployment writes in flight at once.
 const writeParallelism = 16
 
@@ -37,6 +44,9 @@ type Options struct {
 	ConfigMap types.NamespacedName
 	// Sources are the controllers cloned for every shard.
 	Sources []source.Source
+	// Placer receives what placement needs after every reconcile; nil
+	// when placement is not allowed, and a placement key is then refused.
+	Placer interface{ Set(placer.State) }
 }
 
 // Controller reconciles the shard set.
@@ -52,6 +62,11 @@ type Controller struct {
 	mu sync.Mutex
 	// reported is what the status ConfigMap says, nil until read once.
 	reported *reportedStatus
+	// seen is the last status decided, written or not: the Events are
+	// derived from its changes.
+	seen status.Status
+	// lastStatusWrite paces the status writes.
+	lastStatusWrite time.Time
 	// forceDeleted are the shards this process force-deleted.
 	forceDeleted map[string]bool
 

@@ -36,6 +36,10 @@ const (
 	ReasonSourceNotShardAware  = "SourceNotShardAware"
 	ReasonRenderFailed         = "RenderFailed"
 	ReasonShardRestored        = "ShardRestored"
+	ReasonShardDraining        = "ShardDraining"
+	ReasonShardDrained         = "ShardDrained"
+	ReasonObjectsMoved         = "ObjectsMoved"
+	ReasonPlacementFailed      = "PlacementFailed"
 )
 
 // Warnings are the cluster-wide findings that are not a shard's state.
@@ -120,6 +124,16 @@ func Changes(old, cur Status) []Event {
 		case plan.StateBlocked:
 			if !had || p.State != plan.StateBlocked {
 				out = append(out, Event{corev1.EventTypeWarning, ReasonShardDeletionBlocked, s.Message})
+			}
+		case plan.StateDraining:
+			// The message counts down as objects leave; only the start of
+			// a drain is news.
+			if !had || p.State != plan.StateDraining {
+				out = append(out, Event{corev1.EventTypeNormal, ReasonShardDraining, s.Message})
+			}
+		case plan.StateDrained:
+			if !had || p.State != plan.StateDrained {
+				out = append(out, Event{corev1.EventTypeNormal, ReasonShardDrained, s.Message})
 			}
 		case plan.StateConflict:
 			if !had || p.State != plan.StateConflict || p.Message != s.Message {

@@ -56,4 +56,12 @@ func TestChangesOnlyOnTransitions(t *testing.T) {
 
 	conflict := Status{Shards: []plan.ShardStatus{{ID: "a", State: plan.StateConflict, Message: "m"}}}
 	assert.Equal(t, []string{ReasonShardConflict}, reasons(Changes(Status{}, conflict)))
+
+	draining := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateDraining, Message: "5 objects left"}}}
+	drainingLess := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateDraining, Message: "4 objects left"}}}
+	drained := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateDrained}}}
+	assert.Equal(t, []string{ReasonShardDraining}, reasons(Changes(active, draining)))
+	assert.Empty(t, Changes(draining, drainingLess), "progress is in the status, not a new Event")
+	assert.Equal(t, []string{ReasonShardDrained}, reasons(Changes(drainingLess, drained)))
+	assert.Equal(t, []string{ReasonShardDeletionBlocked}, reasons(Changes(draining, blocked)), "a pinned object stops the drain")
 }

@@ -1,0 +1,284 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+// placementKinds are the kinds placement spreads in these tests, with their
+// shard labels.
+var placementKinds = map[schema.GroupVersionResource]string{gitRepos: fleetLabel, helmReleases: fluxLabel}
+
+// unlabelled creates n objects of gvr without a shard label.
+func (s *scenario) unlabelled(gvr schema.GroupVersionResource, prefix string, n int) {
+	s.t.Helper()
+	for i := range n {
+		obj := fixture.Object(gvr, s.fleetNS, fmt.Sprintf("%s-%03d", prefix, i), "x", "")
+		obj.SetLabels(map[string]string{"team": "a"})
+		_, err := dyn.Resource(gvr).Namespace(s.fleetNS).Create(s.ctx, obj, metav1.CreateOptions{})
+		require.NoError(s.t, err)
+	}
+}
+
+// loads counts the scenario's mapped objects per shard label ("" for none),
+// and reports those labelled by a person (no placement record).
+func (s *scenario) loads() (map[string]int, map[string]string) {
+	s.t.Helper()
+	out, byHand := map[string]int{}, map[string]string{}
+	for gvr, label := range placementKinds {
+		list, err := dyn.Resource(gvr).Namespace(s.fleetNS).List(s.ctx, metav1.ListOptions{})
+		require.NoError(s.t, err)
+		for _, o := range list.Items {
+			shard := o.GetLabels()[label]
+			out[shard]++
+			if shard != "" && o.GetAnnotations()[mapped.AssignedShardAnnotation] != shard {
+				byHand[gvr.Resource+" "+o.GetName()] = shard
+			}
+		}
+	}
+	return out, byHand
+}
+
+// waitBalanced waits until every labelled object is on one of ids and the
+// loads differ by at most spread.
+func (s *scenario) waitBalanced(spread int, ids ...string) map[string]int {
+	s.t.Helper()
+	var loads map[string]int
+	eventually(s.t, 2*time.Minute, fmt.Sprintf("objects balanced over %v", ids), func() error {
+		loads, _ = s.loads()
+		lo, hi := -1, 0
+		for shard, n := range loads {
+			if shard != "" && !slices.Contains(ids, shard) {
+				return fmt.Errorf("%d objects on %q: %v", n, shard, loads)
+			}
+		}
+		for _, id := range ids {
+			n := loads[id]
+			if lo < 0 || n < lo {
+				lo = n
+			}
+			hi = max(hi, n)
+		}
+		if hi-lo > spread {
+			return fmt.Errorf("spread %d: %v", hi-lo, loads)
+		}
+		return nil
+	})
+	return loads
+}
+
+var movedRe = regexp.MustCompile(`placement moved (\d+) objects \(([^)]*)\)`)
+
+// moved sums the ObjectsMoved Events by reason ("assigned", "drained",
+// "rebalanced"), and returns the largest count of paced moves in one Event.
+func (s *scenario) moved() (map[string]int, int) {
+	s.t.Helper()
+	out, largest := map[string]int{}, 0
+	list, err := kube.CoreV1().Events(s.fleetNS).List(s.ctx, metav1.ListOptions{})
+	require.NoError(s.t, err)
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name != s.cmName || e.Reason != status.ReasonObjectsMoved {
+			continue
+		}
+		match := movedRe.FindStringSubmatch(e.Message)
+		require.NotNil(s.t, match, e.Message)
+		paced := 0
+		for _, part := range regexp.MustCompile(`(\d+) (\w+)`).FindAllStringSubmatch(match[2], -1) {
+			n, _ := strconv.Atoi(part[1])
+			// Identical rounds are one Event with a count.
+			out[part[2]] += n * int(max(e.Count, 1))
+			if part[2] != "assigned" {
+				paced += n
+			}
+		}
+		largest = max(largest, paced)
+	}
+	return out, largest
+}
+
+// pin sets an object's shard label by hand, as a person would (placement's
+// record of it is gone).
+func (s *scenario) pin(gvr schema.GroupVersionResource, name, label, shard string) {
+	s.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:null}}}`, label, shard, mapped.AssignedShardAnnotation)
+	_, err := dyn.Resource(gvr).Namespace(s.fleetNS).Patch(s.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(s.t, err)
+}
+
+// removeObjectsAtEnd deletes the scenario's mapped objects when the test
+// ends: the daemons of later scenarios count objects cluster-wide.
+func (s *scenario) removeObjectsAtEnd(t *testing.T) {
+	t.Cleanup(func() {
+		for gvr := range placementKinds {
+			if err := dyn.Resource(gvr).Namespace(s.fleetNS).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+				t.Errorf("deleting %s: %v", gvr.Resource, err)
+			}
+		}
+	})
+}
+
+func (s *scenario) setPlacement(shards, placement string) {
+	s.t.Helper()
+	b, _ := json.Marshal(map[string]any{"data": map[string]string{"shards": shards, "placement": placement}})
+	s.patch(string(b))
+}
+
+// TestPlacement: 300 GitRepos and HelmReleases without a shard label are
+// spread over 3 shards; a 4th shard gets its share by a paced rebalance; a
+// removed shard is drained, then deleted; objects labelled by hand stay
+// where they are and block a removal with an Event naming them.
+func TestPlacement(t *testing.T) {
+	s := newScenario(t, "place", true)
+	require.NoError(t, installCRD(s.ctx, helmReleases))
+	s.removeObjectsAtEnd(t)
+	const maxMoves = 10
+	settings := fmt.Sprintf("namespaces: [%s]\nselector: team=a\nmaxMoves: %d\ninterval: 2s\ncooldown: 0s\nthreshold: 4", s.fleetNS, maxMoves)
+
+	s.createConfigMap("p1,p2,p3")
+	s.start("--allow-placement")
+	s.setPlacement("p1,p2,p3", settings)
+	s.waitShards("p1", "p2", "p3")
+	// Out of scope: another team's object is never labelled.
+	outside := fixture.Object(gitRepos, s.fleetNS, "other-team", "x", "")
+	outside.SetLabels(map[string]string{"team": "b"})
+	_, err := dyn.Resource(gitRepos).Namespace(s.fleetNS).Create(s.ctx, outside, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	s.unlabelled(gitRepos, "repo", 150)
+	s.unlabelled(helmReleases, "release", 150)
+
+	t.Run("new objects are spread over the shards", func(t *testing.T) {
+		s.t = t
+		var loads map[string]int
+		eventually(t, 2*time.Minute, "300 objects assigned", func() error {
+			loads, _ = s.loads()
+			if loads["p1"]+loads["p2"]+loads["p3"] != 300 {
+				return fmt.Errorf("loads %v", loads)
+			}
+			return nil
+		})
+		assert.Equal(t, 1, loads[""], "the object out of scope keeps no label")
+		for _, id := range []string{"p1", "p2", "p3"} {
+			assert.Equal(t, 100, loads[id], "unit weights over 3 shards: exactly even, %v", loads)
+		}
+		moved, _ := s.moved()
+		assert.Equal(t, 300, moved["assigned"], "one relabel per object")
+		patches, err := s.daemon.metric(`shardkeeper_placement_moves_total{reason="Assign",result="moved"}`)
+		require.NoError(t, err)
+		assert.Equal(t, 300.0, patches)
+	})
+
+	t.Run("a new shard gets its share, paced", func(t *testing.T) {
+		s.t = t
+		s.setPlacement("p1,p2,p3,p4", settings)
+		s.waitShards("p1", "p2", "p3", "p4")
+		loads := s.waitBalanced(4, "p1", "p2", "p3", "p4")
+		assert.GreaterOrEqual(t, loads["p4"], 71)
+		moved, largest := s.moved()
+		assert.LessOrEqual(t, moved["rebalanced"], 83, "at most 1.1x the 75 objects the new shard should take")
+		assert.LessOrEqual(t, largest, maxMoves, "no round moves more than maxMoves")
+		assert.Greater(t, len(s.events(status.ReasonObjectsMoved)), 2, "the rebalance took several paced rounds")
+	})
+
+	t.Run("a removed shard is drained, then deleted", func(t *testing.T) {
+		s.t = t
+		s.setPlacement("p1,p3,p4", settings)
+		s.waitEvent(status.ReasonShardDraining, "shard p2 is draining")
+		s.waitShards("p1", "p3", "p4")
+		s.waitEvent(status.ReasonShardDeleted, "p2")
+		loads := s.waitBalanced(4, "p1", "p3", "p4")
+		assert.Zero(t, loads["p2"])
+		moved, largest := s.moved()
+		assert.GreaterOrEqual(t, moved["drained"], 75)
+		assert.LessOrEqual(t, largest, maxMoves)
+	})
+
+	t.Run("objects labelled by hand stay and block the drain", func(t *testing.T) {
+		s.t = t
+		s.pin(gitRepos, "repo-000", fleetLabel, "p4")
+		_, byHand := s.loads()
+		require.Equal(t, map[string]string{"gitrepos repo-000": "p4"}, byHand)
+		s.setPlacement("p1,p3", settings)
+		s.waitState("p4", plan.StateBlocked)
+		s.waitEvent(status.ReasonShardDeletionBlocked, "gitrepos "+s.fleetNS+"/repo-000")
+		eventually(t, 2*time.Minute, "every movable object left p4", func() error {
+			if loads, _ := s.loads(); loads["p4"] != 1 {
+				return fmt.Errorf("loads %v", loads)
+			}
+			return nil
+		})
+		holds(t, 3*time.Second, "p4 kept while the pinned object is on it", func() error {
+			if _, ok := s.deployments()["gitjob-shard-p4"]; !ok {
+				return fmt.Errorf("p4 deleted")
+			}
+			if loads, _ := s.loads(); loads["p4"] != 1 {
+				return fmt.Errorf("pinned object moved: %v", loads)
+			}
+			return nil
+		})
+		// Relabelled by hand to a listed shard, it stops blocking.
+		s.pin(gitRepos, "repo-000", fleetLabel, "p1")
+		s.waitShards("p1", "p3")
+	})
+}
+
+// TestPlacementAuto: "shards: auto" grows the shard list with the objects
+// and shrinks it through the drain when they go.
+func TestPlacementAuto(t *testing.T) {
+	s := newScenario(t, "auto", true)
+	require.NoError(t, installCRD(s.ctx, helmReleases))
+	s.removeObjectsAtEnd(t)
+	settings := fmt.Sprintf("namespaces: [%s]\nobjectsPerShard: 20\nminShards: 1\nmaxShards: 5\ninterval: 1s\nmaxMoves: 50\ncooldown: 0s", s.fleetNS)
+	s.createConfigMap("[]")
+	s.start("--allow-placement")
+	s.setPlacement("auto", settings)
+
+	s.unlabelled(gitRepos, "repo", 40)
+	s.waitShards("shard-0", "shard-1")
+	s.waitBalanced(2, "shard-0", "shard-1")
+
+	// 50 objects are under 120% of what 2 shards hold (48 is the line):
+	// 58 is over it.
+	s.unlabelled(helmReleases, "release", 18)
+	s.waitShards("shard-0", "shard-1", "shard-2")
+	s.waitBalanced(4, "shard-0", "shard-1", "shard-2")
+
+	// Down to 10 objects: under 60% of 3 shards, so back to 1 shard, the
+	// others drained first.
+	for i := range 40 {
+		require.NoError(t, dyn.Resource(gitRepos).Namespace(s.fleetNS).Delete(s.ctx, fmt.Sprintf("repo-%03d", i), metav1.DeleteOptions{}))
+	}
+	loads := map[string]int{}
+	eventually(t, 2*time.Minute, "back to one shard", func() error {
+		loads, _ = s.loads()
+		deps := s.deployments()
+		for _, id := range []string{"shard-1", "shard-2"} {
+			if _, ok := deps["gitjob-shard-"+id]; ok {
+				return fmt.Errorf("%s still runs; loads %v", id, loads)
+			}
+		}
+		return nil
+	})
+	assert.Equal(t, map[string]int{"shard-0": 18}, loads, "every remaining object drained onto shard-0 before the others went")
+	assert.NotEmpty(t, s.events(status.ReasonShardDraining))
+	assert.Equal(t, []string{"shard-0"}, slices.Sorted(maps.Keys(loads)))
+}

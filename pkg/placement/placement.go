@@ -1,0 +1,307 @@
+// Package placement holds the pure decisions of automatic placement: which
+// mapped objects get which shard label in one round. It reads no client and
+// no clock, so a round can be replayed and tested from its Input alone.
+package placement
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Object is one mapped object as placement sees it.
+type Object struct {
+	// Key is unique, e.g. "gitrepos ns/name"; it breaks every tie so that a
+	// round does not depend on the order the caches list objects in.
+	Key string
+	// Shard is the current shard ID; "" means the object has no shard label.
+	Shard string
+	// Movable is true when the object is in scope, not pinned by a person
+	// and not being deleted, i.e. placement may (re)label it.
+	Movable bool
+	// Weight is the load the object adds to its shard; values < 1 count as 1
+	// so that every object costs something.
+	Weight int
+	// MovedAt is when placement last assigned the object (zero = never).
+	MovedAt time.Time
+}
+
+// Input is everything one placement round decides from.
+type Input struct {
+	// Objects are all mapped objects, movable or not: pinned objects still
+	// add load to their shard.
+	Objects []Object
+	// Targets are the shards that may receive objects (listed and
+	// Available). Objects on shards that are neither targets nor draining
+	// are left alone and add load to no target.
+	Targets []string
+	// Draining are the shards whose Movable objects must leave. A draining
+	// shard never receives objects, even when it is also listed in Targets.
+	Draining []string
+	// Now is the time of the round, compared with Object.MovedAt.
+	Now time.Time
+	// Threshold is the spread (max - min load over the targets) that
+	// rebalance tolerates; values < 1 count as 1.
+	Threshold int
+	// MaxMoves bounds drain + rebalance moves in this round, so that a
+	// round never relabels half the fleet at once. New assignments are not
+	// bounded: an unlabelled object is served by no controller. <= 0 means
+	// no drain or rebalance moves.
+	MaxMoves int
+	// Cooldown keeps rebalance off an object placement moved less than this
+	// long ago, so that objects do not flap. Drain ignores it: the shard is
+	// going away.
+	Cooldown time.Duration
+}
+
+// Reason says why a move is made.
+type Reason string
+
+// Reasons of a move.
+const (
+	// Assign: an object with no shard label got one.
+	Assign Reason = "Assign"
+	// Drain: the object left a draining shard.
+	Drain Reason = "Drain"
+	// Rebalance: the object moved to narrow the spread between targets.
+	Rebalance Reason = "Rebalance"
+)
+
+// Move relabels one object from shard From ("" for an assignment) to To.
+type Move struct {
+	Key    string
+	From   string
+	To     string
+	Reason Reason
+}
+
+// Plan returns the moves of one round, in the order they should be applied:
+// assignments first, then drains, then rebalancing, each step seeing the
+// loads left by the previous ones. The result depends only on in, not on the
+// order of in.Objects.
+func Plan(in Input) []Move {
+	draining := set(in.Draining)
+	var targets []string
+	for _, t := range set(in.Targets) {
+		if _, ok := slices.BinarySearch(draining, t); !ok {
+			targets = append(targets, t)
+		}
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+
+	objs := slices.Clone(in.Objects)
+	slices.SortFunc(objs, compareObjects)
+
+	loads := make(map[string]int, len(targets))
+	for _, t := range targets {
+		loads[t] = 0
+	}
+	var unlabelled, leaving []int
+	cands := make(map[string][]int, len(targets))
+	for i, o := range objs {
+		if _, ok := loads[o.Shard]; ok {
+			loads[o.Shard] += weight(o)
+			if o.Movable && !cooling(o, in.Now, in.Cooldown) {
+				cands[o.Shard] = append(cands[o.Shard], i)
+			}
+			continue
+		}
+		if !o.Movable {
+			continue
+		}
+		if o.Shard == "" {
+			unlabelled = append(unlabelled, i)
+		} else if _, ok := slices.BinarySearch(draining, o.Shard); ok {
+			leaving = append(leaving, i)
+		}
+	}
+
+	// Heaviest first is LPT greedy: the light objects placed last fill the
+	// gaps the heavy ones left. objs is sorted by key, so a stable sort keeps
+	// key order among equal weights.
+	heaviestFirst := func(a, b int) int { return cmp.Compare(weight(objs[b]), weight(objs[a])) }
+	slices.SortStableFunc(unlabelled, heaviestFirst)
+	slices.SortStableFunc(leaving, heaviestFirst)
+
+	h := make(loadHeap, 0, len(targets))
+	for _, t := range targets {
+		h = append(h, shardLoad{name: t, load: loads[t]})
+	}
+	heap.Init(&h)
+	var moves []Move
+	toLightest := func(i int, r Reason) {
+		o := objs[i]
+		moves = append(moves, Move{Key: o.Key, From: o.Shard, To: h[0].name, Reason: r})
+		h[0].load += weight(o)
+		heap.Fix(&h, 0)
+	}
+	for _, i := range unlabelled {
+		toLightest(i, Assign)
+	}
+	budget := max(in.MaxMoves, 0)
+	for _, i := range leaving {
+		if budget == 0 {
+			break
+		}
+		toLightest(i, Drain)
+		budget--
+	}
+	for _, s := range h {
+		loads[s.name] = s.load
+	}
+
+	return append(moves, rebalance(objs, targets, loads, cands, max(in.Threshold, 1), budget)...)
+}
+
+// rebalance moves objects from heavy targets to the lightest one until the
+// spread is within threshold, the budget is spent or no move narrows it.
+// cands holds, per target, the indexes into objs of the objects rebalance
+// may move; objects assigned or drained in this round are never in it, so no
+// object moves twice.
+func rebalance(objs []Object, targets []string, loads map[string]int, cands map[string][]int, threshold, budget int) []Move {
+	// Lightest first, ties by key: a binary search on weight then finds the
+	// first key of a weight.
+	for t, c := range cands {
+		slices.SortStableFunc(c, func(a, b int) int { return cmp.Compare(weight(objs[a]), weight(objs[b])) })
+		cands[t] = c
+	}
+	order := slices.Clone(targets)
+	var moves []Move
+	for ; budget > 0; budget-- {
+		// Heaviest first, ties by name; the lightest is the last load's
+		// first name, so it is looked up on its own.
+		slices.SortFunc(order, func(a, b string) int { return cmp.Or(cmp.Compare(loads[b], loads[a]), cmp.Compare(a, b)) })
+		lightest := order[len(order)-1]
+		for _, t := range order {
+			if loads[t] == loads[lightest] {
+				lightest = t
+				break
+			}
+		}
+		// Sources are tried heaviest first: when the heaviest target holds
+		// only pinned or cooling objects, the next one may still narrow the
+		// spread instead of rebalancing stopping for good.
+		moved := false
+		for _, from := range order {
+			diff := loads[from] - loads[lightest]
+			if diff <= threshold {
+				break
+			}
+			c := cands[from]
+			j, ok := pick(objs, c, diff)
+			if !ok {
+				continue
+			}
+			o := objs[c[j]]
+			moves = append(moves, Move{Key: o.Key, From: from, To: lightest, Reason: Rebalance})
+			loads[from] -= weight(o)
+			loads[lightest] += weight(o)
+			cands[from] = slices.Delete(c, j, j+1)
+			moved = true
+			break
+		}
+		if !moved {
+			break
+		}
+	}
+	return moves
+}
+
+// pick returns the position in c (sorted by weight, then key) of the object
+// whose move narrows a spread of diff the most: the heaviest with
+// w <= diff/2, else the lightest with w < diff. Any move of w < diff lowers
+// the sum of squared loads, so repeated picks always end.
+func pick(objs []Object, c []int, diff int) (int, bool) {
+	w := func(j int) int { return weight(objs[c[j]]) }
+	above := sort.Search(len(c), func(j int) bool { return w(j) > diff/2 })
+	if above > 0 {
+		best := w(above - 1)
+		return sort.Search(above, func(j int) bool { return w(j) >= best }), true
+	}
+	if len(c) > 0 && w(0) < diff {
+		return 0, true
+	}
+	return 0, false
+}
+
+// Loads returns the load of every target given the objects: the sum of the
+// weights of the objects whose Shard is that target, pinned ones included.
+func Loads(objects []Object, targets []string) map[string]int {
+	out := make(map[string]int, len(targets))
+	for _, t := range targets {
+		out[t] = 0
+	}
+	for _, o := range objects {
+		if _, ok := out[o.Shard]; ok {
+			out[o.Shard] += weight(o)
+		}
+	}
+	return out
+}
+
+// weight is the load o adds, at least 1 so that every object costs something.
+func weight(o Object) int { return max(o.Weight, 1) }
+
+// cooling reports whether rebalance must leave o alone because placement
+// moved it too recently. A MovedAt after now (clock skew) counts as recent.
+func cooling(o Object, now time.Time, cooldown time.Duration) bool {
+	return cooldown > 0 && !o.MovedAt.IsZero() && now.Sub(o.MovedAt) < cooldown
+}
+
+// set returns the shard IDs sorted and without duplicates. "" is dropped: it
+// means "no shard label", never a shard.
+func set(ids []string) []string {
+	out := slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == "" })
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// compareObjects orders by key and, should keys repeat, by every other field,
+// so that the order of the caller's slice never shows in the plan.
+func compareObjects(a, b Object) int {
+	return cmp.Or(
+		cmp.Compare(a.Key, b.Key),
+		cmp.Compare(a.Shard, b.Shard),
+		cmp.Compare(a.Weight, b.Weight),
+		boolCompare(a.Movable, b.Movable),
+		a.MovedAt.Compare(b.MovedAt),
+	)
+}
+
+func boolCompare(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
+}
+
+// shardLoad is one target in loadHeap.
+type shardLoad struct {
+	name string
+	load int
+}
+
+// loadHeap keeps the lightest target (ties by name) on top, so assigning n
+// objects costs O(n log targets).
+type loadHeap []shardLoad
+
+func (h loadHeap) Len() int { return len(h) }
+func (h loadHeap) Less(i, j int) bool {
+	return h[i].load < h[j].load || h[i].load == h[j].load && h[i].name < h[j].name
+}
+func (h loadHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *loadHeap) Push(x any)   { *h = append(*h, x.(shardLoad)) }
+func (h *loadHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,466 @@
+package placement
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// objects returns n movable unit-weight objects on shard, keyed prefix-i.
+func objects(prefix, shard string, n int) []Object {
+	out := make([]Object, n)
+	for i := range out {
+		out[i] = Object{Key: fmt.Sprintf("%s-%05d", prefix, i), Shard: shard, Movable: true, Weight: 1}
+	}
+	return out
+}
+
+// apply returns objs with moves applied, as the daemon would label them.
+func apply(t *testing.T, objs []Object, moves []Move) []Object {
+	t.Helper()
+	out := slices.Clone(objs)
+	idx := map[string]int{}
+	for i, o := range out {
+		idx[o.Key] = i
+	}
+	for _, m := range moves {
+		i, ok := idx[m.Key]
+		require.True(t, ok, "move of unknown object %s", m.Key)
+		require.Equal(t, out[i].Shard, m.From, "move of %s", m.Key)
+		out[i].Shard, out[i].MovedAt = m.To, now
+	}
+	return out
+}
+
+// spread returns max - min of loads.
+func spread(loads map[string]int) int {
+	lo, hi := -1, 0
+	for _, l := range loads {
+		if lo < 0 || l < lo {
+			lo = l
+		}
+		hi = max(hi, l)
+	}
+	return hi - max(lo, 0)
+}
+
+func countReasons(moves []Move) map[Reason]int {
+	out := map[Reason]int{}
+	for _, m := range moves {
+		out[m.Reason]++
+	}
+	return out
+}
+
+func TestPlanBalance(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	targets := Names(16)
+	objs := make([]Object, 10000)
+	total := 0
+	for i := range objs {
+		objs[i] = Object{Key: fmt.Sprintf("gitrepos ns/o-%05d", i), Movable: true, Weight: 1 + r.IntN(10)}
+		total += objs[i].Weight
+	}
+
+	start := time.Now()
+	moves := Plan(Input{Objects: objs, Targets: targets, Now: now, Threshold: 1, MaxMoves: 100})
+	assert.Less(t, time.Since(start), time.Second)
+
+	seen := map[string]bool{}
+	for _, m := range moves {
+		assert.Equal(t, Assign, m.Reason)
+		assert.Empty(t, m.From)
+		assert.False(t, seen[m.Key], "%s moved twice", m.Key)
+		seen[m.Key] = true
+	}
+	assert.Len(t, seen, len(objs))
+
+	loads := Loads(apply(t, objs, moves), targets)
+	mean := float64(total) / float64(len(targets))
+	hi := 0
+	for _, l := range loads {
+		hi = max(hi, l)
+	}
+	assert.LessOrEqual(t, float64(hi)/mean, 1.05)
+}
+
+func TestPlanStability(t *testing.T) {
+	old := Names(8)
+	var objs []Object
+	for i := range 10000 {
+		objs = append(objs, Object{Key: fmt.Sprintf("o-%05d", i), Shard: old[i%8], Movable: true, Weight: 1})
+	}
+	in := Input{Objects: objs, Targets: old, Now: now, Threshold: 1, MaxMoves: 100000}
+	assert.Empty(t, Plan(in), "balanced input")
+
+	// A ninth shard only pulls objects in.
+	in.Targets = Names(9)
+	moves := Plan(in)
+	ideal := (10000 + 8) / 9
+	assert.LessOrEqual(t, float64(len(moves)), 1.1*float64(ideal))
+	assert.GreaterOrEqual(t, len(moves), ideal-1)
+	for _, m := range moves {
+		assert.Equal(t, "shard-8", m.To)
+		assert.Equal(t, Rebalance, m.Reason)
+	}
+	objs = apply(t, objs, moves)
+	assert.LessOrEqual(t, spread(Loads(objs, in.Targets)), in.Threshold)
+	in.Objects = objs
+	assert.Empty(t, Plan(in), "rebalanced input is stable")
+
+	// Draining shard-3 (still listed as a target) moves only its objects.
+	in.Draining = []string{"shard-3"}
+	in.Now = now.Add(time.Minute)
+	in.Cooldown = time.Hour
+	moves = Plan(in)
+	onShard3 := Loads(objs, []string{"shard-3"})["shard-3"]
+	assert.Len(t, moves, onShard3)
+	for _, m := range moves {
+		assert.Equal(t, "shard-3", m.From)
+		assert.NotEqual(t, "shard-3", m.To)
+		assert.Equal(t, Drain, m.Reason)
+	}
+	rest := slices.DeleteFunc(Names(9), func(s string) bool { return s == "shard-3" })
+	assert.LessOrEqual(t, spread(Loads(apply(t, objs, moves), rest)), in.Threshold+1)
+}
+
+func TestPlanWeightedStability(t *testing.T) {
+	// Weighted input spread evenly must not churn.
+	r := rand.New(rand.NewPCG(3, 4))
+	var objs []Object
+	for i := range 2000 {
+		objs = append(objs, Object{Key: fmt.Sprintf("o-%04d", i), Movable: true, Weight: 1 + r.IntN(10)})
+	}
+	in := Input{Objects: objs, Targets: Names(5), Now: now, Threshold: 10, MaxMoves: 1000}
+	in.Objects = apply(t, objs, Plan(in))
+	assert.Empty(t, Plan(in))
+}
+
+func TestPlanPinsAndScope(t *testing.T) {
+	pinned := objects("pinned", "a", 6)
+	for i := range pinned {
+		pinned[i].Movable = false
+	}
+	unlabelledPinned := Object{Key: "x-unlabelled-pinned", Movable: false, Weight: 1}
+	in := Input{
+		Objects: append(append(pinned, objects("new", "", 10)...), unlabelledPinned),
+		Targets: []string{"a", "b"},
+		Now:     now, Threshold: 1, MaxMoves: 10,
+	}
+	moves := Plan(in)
+	got := map[string]int{}
+	for _, m := range moves {
+		assert.NotContains(t, m.Key, "pinned")
+		got[m.To]++
+	}
+	// a starts at 6: b takes 8 of the 10 new objects, a 2.
+	assert.Equal(t, map[string]int{"a": 2, "b": 8}, got)
+	assert.Equal(t, map[string]int{"a": 8, "b": 8}, Loads(apply(t, in.Objects, moves), in.Targets))
+
+	// A heavy pinned shard must not stop rebalancing between the others.
+	heavy := objects("pinned", "a", 20)
+	for i := range heavy {
+		heavy[i].Movable = false
+	}
+	in = Input{
+		Objects: append(heavy, objects("movable", "b", 10)...),
+		Targets: []string{"a", "b", "c"},
+		Now:     now, Threshold: 1, MaxMoves: 100,
+	}
+	moves = Plan(in)
+	assert.Len(t, moves, 5)
+	for _, m := range moves {
+		assert.Equal(t, Move{Key: m.Key, From: "b", To: "c", Reason: Rebalance}, m)
+	}
+}
+
+func TestPlanCooldown(t *testing.T) {
+	hot := objects("hot", "a", 10)
+	for i := range hot {
+		hot[i].MovedAt = now.Add(-time.Minute)
+	}
+	cold := objects("cold", "a", 4)
+	for i := range cold {
+		cold[i].MovedAt = now.Add(-2 * time.Hour)
+	}
+	tests := []struct {
+		name     string
+		objects  []Object
+		draining []string
+		want     map[Reason]int
+		fromCold bool
+	}{
+		{name: "cooling objects stay", objects: hot, want: map[Reason]int{}},
+		{name: "only cold objects rebalance", objects: append(slices.Clone(hot), cold...), want: map[Reason]int{Rebalance: 4}, fromCold: true},
+		{name: "drain ignores cool-down", objects: hot, draining: []string{"a"}, want: map[Reason]int{Drain: 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			moves := Plan(Input{
+				Objects: tt.objects, Targets: []string{"a", "b"}, Draining: tt.draining,
+				Now: now, Threshold: 1, MaxMoves: 100, Cooldown: time.Hour,
+			})
+			assert.Equal(t, tt.want, countReasons(moves))
+			for _, m := range moves {
+				if tt.fromCold {
+					assert.Contains(t, m.Key, "cold")
+				}
+			}
+		})
+	}
+}
+
+func TestPlanBudget(t *testing.T) {
+	objs := slices.Concat(
+		objects("new", "", 5),
+		objects("drain", "d", 4),
+		objects("heavy", "a", 20),
+	)
+	tests := []struct {
+		maxMoves int
+		want     map[Reason]int
+	}{
+		{maxMoves: -1, want: map[Reason]int{Assign: 5}},
+		{maxMoves: 0, want: map[Reason]int{Assign: 5}},
+		{maxMoves: 2, want: map[Reason]int{Assign: 5, Drain: 2}},
+		{maxMoves: 6, want: map[Reason]int{Assign: 5, Drain: 4, Rebalance: 2}},
+		{maxMoves: 100, want: map[Reason]int{Assign: 5, Drain: 4, Rebalance: 5}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.maxMoves), func(t *testing.T) {
+			moves := Plan(Input{Objects: objs, Targets: []string{"a", "b"}, Draining: []string{"d"}, Now: now, Threshold: 1, MaxMoves: tt.maxMoves})
+			assert.Equal(t, tt.want, countReasons(moves))
+			// Assign, then Drain, then Rebalance.
+			assert.True(t, slices.IsSortedFunc(moves, func(a, b Move) int {
+				order := map[Reason]int{Assign: 0, Drain: 1, Rebalance: 2}
+				return order[a.Reason] - order[b.Reason]
+			}))
+		})
+	}
+}
+
+func TestPlanTargets(t *testing.T) {
+	objs := slices.Concat(objects("new", "", 6), objects("gone", "unknown", 3), objects("old", "d", 2))
+	tests := []struct {
+		name     string
+		targets  []string
+		draining []string
+		want     map[string]int // moves per To
+	}{
+		{name: "no targets", want: map[string]int{}},
+		{name: "only draining targets", targets: []string{"d"}, draining: []string{"d"}, want: map[string]int{}},
+		{name: "draining listed as target", targets: []string{"a", "d", "b", "a", ""}, draining: []string{"d"}, want: map[string]int{"a": 4, "b": 4}},
+		{name: "d not draining", targets: []string{"a", "b"}, want: map[string]int{"a": 3, "b": 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			moves := Plan(Input{Objects: objs, Targets: tt.targets, Draining: tt.draining, Now: now, Threshold: 1, MaxMoves: 100})
+			got := map[string]int{}
+			for _, m := range moves {
+				got[m.To]++
+				assert.NotContains(t, m.Key, "gone")
+				assert.NotEqual(t, m.From, m.To)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestPlanPicksSpreadNarrowingObject(t *testing.T) {
+	tests := []struct {
+		name    string
+		objects []Object
+		want    []Move
+	}{
+		{
+			// spread 9: the heaviest with w <= 4 is 4 (key b before c).
+			name: "largest half",
+			objects: []Object{
+				{Key: "a", Shard: "x", Movable: true, Weight: 1},
+				{Key: "c", Shard: "x", Movable: true, Weight: 4},
+				{Key: "b", Shard: "x", Movable: true, Weight: 4},
+			},
+			want: []Move{{Key: "b", From: "x", To: "y", Reason: Rebalance}},
+		},
+		{
+			// spread 5, nothing movable <= 2: the lightest below 5 is 4
+			// (key b before c), after which y is heavier by 3.
+			name: "smallest below spread",
+			objects: []Object{
+				{Key: "a", Shard: "x", Movable: false, Weight: 1},
+				{Key: "c", Shard: "x", Movable: true, Weight: 4},
+				{Key: "b", Shard: "x", Movable: true, Weight: 4},
+				{Key: "d", Shard: "y", Movable: true, Weight: 4},
+			},
+			want: []Move{{Key: "b", From: "x", To: "y", Reason: Rebalance}},
+		},
+		{
+			name:    "nothing helps",
+			objects: []Object{{Key: "a", Shard: "x", Movable: true, Weight: 7}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			moves := Plan(Input{Objects: tt.objects, Targets: []string{"x", "y"}, Now: now, Threshold: 1, MaxMoves: 1})
+			assert.Equal(t, tt.want, moves)
+		})
+	}
+}
+
+func TestPlanDeterministic(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var objs []Object
+	shards := []string{"", "a", "b", "c", "d", "x"}
+	for i := range 500 {
+		objs = append(objs, Object{
+			Key: fmt.Sprintf("o-%03d", i), Shard: shards[r.IntN(len(shards))],
+			Movable: r.IntN(5) > 0, Weight: r.IntN(4), MovedAt: now.Add(-time.Duration(r.IntN(120)) * time.Minute),
+		})
+	}
+	in := Input{Objects: objs, Targets: []string{"c", "a", "b", "d"}, Draining: []string{"d"}, Now: now, Threshold: 1, MaxMoves: 40, Cooldown: time.Hour}
+	want := Plan(in)
+	require.NotEmpty(t, want)
+	for range 5 {
+		shuffled := slices.Clone(objs)
+		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		in.Objects = shuffled
+		slices.Reverse(in.Targets)
+		assert.Equal(t, want, Plan(in))
+	}
+}
+
+func TestLoads(t *testing.T) {
+	objs := []Object{
+		{Key: "a", Shard: "x", Weight: 3},
+		{Key: "b", Shard: "x", Weight: 0, Movable: true},
+		{Key: "c", Shard: "z", Weight: 5},
+		{Key: "d", Weight: 5},
+	}
+	assert.Equal(t, map[string]int{"x": 4, "y": 0}, Loads(objs, []string{"x", "y"}))
+}
+
+func BenchmarkPlan(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	objs := make([]Object, 10000)
+	for i := range objs {
+		objs[i] = Object{Key: fmt.Sprintf("o-%05d", i), Movable: true, Weight: 1 + r.IntN(10)}
+		if i%3 > 0 {
+			objs[i].Shard = fmt.Sprintf("shard-%d", r.IntN(15))
+		}
+	}
+	in := Input{Objects: objs, Targets: Names(16), Now: now, Threshold: 1, MaxMoves: 10000}
+	for b.Loop() {
+		Plan(in)
+	}
+}
+
+// FuzzPlan checks the invariants of any round: only movable objects move,
+// none twice, only to targets that are not draining, drains and rebalances
+// within budget, and the same plan for reordered input.
+func FuzzPlan(f *testing.F) {
+	f.Add([]byte{3, 1, 1, 2, 60, 0, 1, 7, 2, 3, 5, 2, 1, 1, 9, 0, 3, 4, 4})
+	f.Add([]byte{2, 0, 0, 100, 0, 0, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		next := func() int {
+			if len(data) == 0 {
+				return 0
+			}
+			b := data[0]
+			data = data[1:]
+			return int(b)
+		}
+		// Shards s0..s4: the first nTargets are targets, the last nDrain
+		// draining (possibly overlapping), plus "" and an unknown one.
+		shards := []string{"s0", "s1", "s2", "s3", "s4"}
+		in := Input{
+			Targets:   shards[:next()%6],
+			Draining:  shards[5-next()%6:],
+			Threshold: next()%5 - 1,
+			MaxMoves:  next()%12 - 2,
+			Cooldown:  time.Duration(next()%3) * time.Hour,
+			Now:       now,
+		}
+		all := append([]string{"", "unknown"}, shards...)
+		for i := 0; len(data) > 0; i++ {
+			shard, w, flags := next(), next(), next()
+			in.Objects = append(in.Objects, Object{
+				Key:     fmt.Sprintf("o%03d", i),
+				Shard:   all[shard%len(all)],
+				Weight:  w%12 - 1,
+				Movable: flags&1 == 1,
+				MovedAt: now.Add(-time.Duration(flags>>1) * 20 * time.Minute),
+			})
+		}
+
+		moves := Plan(in)
+
+		byKey := map[string]Object{}
+		for _, o := range in.Objects {
+			byKey[o.Key] = o
+		}
+		receivers := map[string]bool{}
+		for _, s := range in.Targets {
+			receivers[s] = !slices.Contains(in.Draining, s)
+		}
+		moved := map[string]bool{}
+		budgeted := 0
+		for _, m := range moves {
+			o := byKey[m.Key]
+			require.True(t, o.Movable, "non-movable %s moved", m.Key)
+			require.False(t, moved[m.Key], "%s moved twice", m.Key)
+			moved[m.Key] = true
+			require.True(t, receivers[m.To], "%s moved to %q", m.Key, m.To)
+			require.Equal(t, o.Shard, m.From)
+			switch m.Reason {
+			case Assign:
+				require.Empty(t, m.From)
+			case Drain:
+				require.Contains(t, in.Draining, m.From)
+				budgeted++
+			case Rebalance:
+				require.True(t, receivers[m.From])
+				require.False(t, o.MovedAt.After(now.Add(-in.Cooldown)) && in.Cooldown > 0, "%s rebalanced in cool-down", m.Key)
+				budgeted++
+			default:
+				t.Fatalf("unknown reason %q", m.Reason)
+			}
+		}
+		require.LessOrEqual(t, budgeted, max(in.MaxMoves, 0))
+
+		// With anywhere to go, every movable unlabelled object gets a shard.
+		if slices.ContainsFunc(in.Targets, func(s string) bool { return receivers[s] }) {
+			for _, o := range in.Objects {
+				if o.Movable && o.Shard == "" {
+					require.True(t, moved[o.Key], "%s left unassigned", o.Key)
+				}
+			}
+		}
+
+		reversed := slices.Clone(in.Objects)
+		slices.Reverse(reversed)
+		in.Objects = reversed
+		require.Equal(t, moves, Plan(in))
+	})
+}
+
+func TestPlanAssignHeaviestFirst(t *testing.T) {
+	// In key order a, b, c would end 3:1; heaviest first ends 2:2.
+	objs := []Object{
+		{Key: "a", Movable: true, Weight: 1},
+		{Key: "b", Movable: true},
+		{Key: "c", Movable: true, Weight: 2},
+	}
+	assert.Equal(t, []Move{
+		{Key: "c", To: "x", Reason: Assign},
+		{Key: "a", To: "y", Reason: Assign},
+		{Key: "b", To: "y", Reason: Assign},
+	}, Plan(Input{Objects: objs, Targets: []string{"y", "x"}, Now: now}))
+}

@@ -1,0 +1,159 @@
+package placer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/metrics"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+// result is what a round's writes came to.
+type result struct {
+	// moved counts the relabels done, by reason; to by shard they went to.
+	moved map[placement.Reason]int
+	to    map[string]int
+	// from counts the drained objects by the shard they left.
+	from map[string]int
+	// paced counts the drain and rebalance moves tried, against the budget.
+	paced int
+	// conflicts are objects that changed since the cache was read: the
+	// next round decides again from the cache, never blindly.
+	conflicts int
+	errs      []error
+}
+
+func (r result) total() int {
+	n := 0
+	for _, c := range r.moved {
+		n += c
+	}
+	return n
+}
+
+// Patch is the merge patch that moves o to shard to: the shard label and
+// placement's record, with o's resourceVersion as precondition, so that a
+// label someone set meanwhile is never overwritten.
+func Patch(o mapped.Object, label, to string, now time.Time) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": o.ResourceVersion,
+		"labels":          map[string]string{label: to},
+		"annotations": map[string]string{
+			mapped.AssignedShardAnnotation: to,
+			mapped.AssignedAtAnnotation:    now.UTC().Format(time.RFC3339),
+		},
+	}})
+}
+
+// apply writes the moves, a few at a time.
+func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[string]mapped.Object, now time.Time) result {
+	res := result{moved: map[placement.Reason]int{}, to: map[string]int{}, from: map[string]int{}}
+	var mu sync.Mutex
+	sem := make(chan struct{}, writeParallelism)
+	var wg sync.WaitGroup
+	for _, m := range moves {
+		if m.Reason != placement.Assign {
+			res.paced++
+		}
+		o, ok := index[m.Key]
+		kind, known := p.kinds[o.Kind]
+		if !ok || !known {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := p.relabel(ctx, o, kind.Resource, kind.Label, m.To, now)
+			outcome := "moved"
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				res.moved[m.Reason]++
+				res.to[m.To]++
+				if m.Reason == placement.Drain {
+					res.from[m.From]++
+				}
+			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+				outcome = "conflict"
+				res.conflicts++
+			default:
+				outcome = "error"
+				res.errs = append(res.errs, err)
+			}
+			metrics.PlacementMoves.WithLabelValues(string(m.Reason), outcome).Inc()
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+func (p *Placer) relabel(ctx context.Context, o mapped.Object, gvr schema.GroupVersionResource, label, to string, now time.Time) error {
+	body, err := Patch(o, label, to, now)
+	if err != nil {
+		return fmt.Errorf("building the patch of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+	}
+	_, err = p.client.Resource(gvr).Namespace(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("relabelling %s %s/%s to shard %s: %w", o.Kind, o.Namespace, o.Name, to, err)
+	}
+	logrus.WithFields(logrus.Fields{"kind": o.Kind, "namespace": o.Namespace, "name": o.Name, "shard": to}).Debug("relabelled")
+	return nil
+}
+
+// report emits one Event for a round's moves, and one for its errors.
+func (p *Placer) report(cm *corev1.ConfigMap, res result) {
+	if n := res.total(); n > 0 {
+		p.recorder.Event(cm, corev1.EventTypeNormal, status.ReasonObjectsMoved, MovedMessage(res))
+	}
+	if len(res.errs) > 0 {
+		err := errors.Join(res.errs[:min(3, len(res.errs))]...)
+		p.recorder.Event(cm, corev1.EventTypeWarning, status.ReasonPlacementFailed,
+			fmt.Sprintf("%d objects could not be relabelled; retrying: %v", len(res.errs), err))
+	}
+}
+
+// MovedMessage summarises a round: how many objects moved, why, and where.
+func MovedMessage(res result) string {
+	var why []string
+	for _, r := range []placement.Reason{placement.Assign, placement.Drain, placement.Rebalance} {
+		if n := res.moved[r]; n > 0 {
+			why = append(why, fmt.Sprintf("%d %s", n, verbs[r]))
+		}
+	}
+	msg := fmt.Sprintf("placement moved %d objects (%s) to %s", res.total(), strings.Join(why, ", "), counts(res.to))
+	if len(res.from) > 0 {
+		msg += "; drained from " + counts(res.from)
+	}
+	if res.conflicts > 0 {
+		msg += fmt.Sprintf("; %d changed since they were read and are decided again", res.conflicts)
+	}
+	return msg
+}
+
+var verbs = map[placement.Reason]string{placement.Assign: "assigned", placement.Drain: "drained", placement.Rebalance: "rebalanced"}
+
+func counts(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,46 @@
+package placer
+
+import (
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+)
+
+// Key names an object in a round: "kind namespace/name".
+func Key(o mapped.Object) string { return o.Kind + " " + o.Namespace + "/" + o.Name }
+
+// Input turns the cached objects into one round's placement input, and
+// returns the objects by Key so that each move can be written with the
+// resourceVersion the decision saw.
+func Input(st State, objs []mapped.Object, now time.Time, budget int) (placement.Input, map[string]mapped.Object) {
+	in := placement.Input{Targets: st.Targets, Draining: st.Draining, Now: now,
+		MaxMoves: budget, Cooldown: st.Placement.Cooldown, Objects: make([]placement.Object, 0, len(objs))}
+	index := make(map[string]mapped.Object, len(objs))
+	targets := make(map[string]bool, len(st.Targets))
+	for _, t := range st.Targets {
+		targets[t] = true
+	}
+	for _, t := range st.Draining {
+		delete(targets, t)
+	}
+	load := 0
+	for _, o := range objs {
+		k := Key(o)
+		index[k] = o
+		po := placement.Object{Key: k, Movable: plan.Movable(st.Placement, o), Weight: o.Weight, MovedAt: o.AssignedAt}
+		if o.Labelled {
+			po.Shard = o.Shard
+		}
+		// The load to spread: what the targets hold and what is to come.
+		if targets[po.Shard] || (po.Shard == "" && po.Movable) {
+			load += max(o.Weight, 1)
+		}
+		in.Objects = append(in.Objects, po)
+	}
+	if len(targets) > 0 {
+		in.Threshold = st.Placement.ThresholdFor(float64(load) / float64(len(targets)))
+	}
+	return in, index
+}

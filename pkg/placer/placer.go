@@ -1,0 +1,163 @@
+// Package placer carries out automatic placement: in rounds, it asks the
+// placement package which mapped objects get which shard label and writes
+// those labels, paced, with each object's resourceVersion as precondition.
+// Which shards may receive objects and which are draining comes from the
+// shard set's reconcile (see shardset), so the two never disagree.
+package placer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+)
+
+// minRoundGap is the least time between two rounds: a burst of new objects
+// arrives as many cache changes, and one round places them all.
+const minRoundGap = time.Second
+
+// retryAfter is when a round that met conflicts or errors runs again; the
+// caches have caught up by then.
+const retryAfter = 2 * time.Second
+
+// writeParallelism bounds the relabels in flight; the client's rate
+// limiter paces them further.
+const writeParallelism = 8
+
+// Objects is what the placer reads of the mapped-object caches.
+type Objects interface {
+	// Synced reports whether every mapped kind is cached.
+	Synced() bool
+	// All returns every cached object, labelled or not.
+	All() []mapped.Object
+}
+
+// State is what the shard set's last reconcile decided that placement
+// needs.
+type State struct {
+	// ConfigMap is the shard ConfigMap, which the Events are about.
+	ConfigMap *corev1.ConfigMap
+	// Placement are the settings; placement does nothing while disabled.
+	Placement shardconfig.Placement
+	// Targets may receive objects; Draining must lose theirs.
+	Targets, Draining []string
+}
+
+// Placer relabels mapped objects. It runs only on the leader.
+type Placer struct {
+	client   metadata.Interface
+	kinds    map[string]source.MappedKind
+	objects  Objects
+	recorder record.EventRecorder
+	now      func() time.Time
+	wake     chan struct{}
+
+	mu    sync.Mutex
+	state State
+	// window paces drain and rebalance moves: at most MaxMoves of them
+	// per Interval.
+	windowStart time.Time
+	windowMoves int
+}
+
+// New returns a Placer for the mapped kinds.
+func New(client metadata.Interface, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Placer {
+	p := &Placer{client: client, kinds: map[string]source.MappedKind{}, objects: objects, recorder: recorder,
+		now: time.Now, wake: make(chan struct{}, 1)}
+	for _, k := range kinds {
+		p.kinds[k.Name()] = k
+	}
+	return p
+}
+
+// Set records the latest state and asks for a round.
+func (p *Placer) Set(st State) {
+	p.mu.Lock()
+	p.state = st
+	p.mu.Unlock()
+	p.Wake()
+}
+
+// Wake asks for a round, for instance because a mapped object changed.
+func (p *Placer) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs rounds until ctx ends: when woken, and every Interval while
+// placement is on (a cool-down that ran out wakes nothing else).
+func (p *Placer) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-timer.C:
+		}
+		next := p.round(ctx)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(minRoundGap):
+		}
+	}
+}
+
+// round runs one placement round and returns when the next is due.
+func (p *Placer) round(ctx context.Context) time.Duration {
+	p.mu.Lock()
+	st := p.state
+	now := p.now()
+	if now.Sub(p.windowStart) >= st.Placement.Interval {
+		p.windowStart, p.windowMoves = now, 0
+	}
+	budget := st.Placement.MaxMoves - p.windowMoves
+	windowLeft := st.Placement.Interval - now.Sub(p.windowStart)
+	p.mu.Unlock()
+
+	if !st.Placement.Enabled {
+		return time.Hour
+	}
+	if !p.objects.Synced() || st.ConfigMap == nil {
+		return retryAfter
+	}
+	in, index := Input(st, p.objects.All(), now, budget)
+	moves := placement.Plan(in)
+	if len(moves) == 0 {
+		return st.Placement.Interval
+	}
+	res := p.apply(ctx, moves, index, now)
+	p.mu.Lock()
+	p.windowMoves += res.paced
+	p.mu.Unlock()
+	p.report(st.ConfigMap, res)
+	logrus.WithFields(logrus.Fields{"moved": res.moved, "conflicts": res.conflicts, "errors": len(res.errs)}).Info("placement round")
+	switch {
+	case res.conflicts > 0 || len(res.errs) > 0:
+		return retryAfter
+	case res.paced >= budget:
+		return max(windowLeft, minRoundGap)
+	default:
+		return st.Placement.Interval
+	}
+}

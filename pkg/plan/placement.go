@@ -1,0 +1,83 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+)
+
+// Placement states of a shard.
+const (
+	// StateDraining: placement is moving the shard's objects away; the
+	// shard is deleted once it is empty (unless it is still listed).
+	StateDraining = "Draining"
+	// StateDrained: a listed shard that the drain annotation emptied; it is
+	// deleted once it is removed from the list.
+	StateDrained = "Drained"
+)
+
+// Movable reports whether placement may relabel o: placement is on, o is in
+// its scope, nobody pinned it by hand and it is not being deleted (its
+// finalizers wait for the controller of the shard it is on).
+func Movable(p shardconfig.Placement, o mapped.Object) bool {
+	return p.InScope(o.Namespace, o.Labels) && !o.Pinned() && !o.Deleting
+}
+
+// Pinned returns the objects mapped to shard that placement may not move,
+// as "kind namespace/name", and how many there are.
+func Pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []string) {
+	count := 0
+	var sample []string
+	for _, o := range m.MappedTo(shard) {
+		if Movable(p, o) {
+			continue
+		}
+		count++
+		if len(sample) < n {
+			sample = append(sample, o.Kind+" "+o.Namespace+"/"+o.Name)
+		}
+	}
+	return count, sample
+}
+
+// AutoShards returns the shards "shards: auto" wants: the count follows the
+// number of objects in placement's scope, with hysteresis against the count
+// that runs now (the shard-N IDs that have Deployments).
+func AutoShards(cfg shardconfig.Config, inForce map[string][]*appsv1.Deployment, m Mapped) []shardconfig.Shard {
+	current := 0
+	for id := range inForce {
+		if shardconfig.AutoIndex(id) >= 0 {
+			current++
+		}
+	}
+	objects := 0
+	for _, o := range m.All() {
+		if cfg.Placement.InScope(o.Namespace, o.Labels) {
+			objects++
+		}
+	}
+	p := cfg.Placement
+	return shardconfig.AutoNames(placement.Count(current, objects, p.ObjectsPerShard, p.MinShards, p.MaxShards))
+}
+
+// DrainingMessage says how far a drain has come.
+func DrainingMessage(id string, left int, p shardconfig.Placement, listed bool) string {
+	then := "then it is deleted"
+	if listed {
+		then = "then it stays, empty, until it is removed from the list"
+	}
+	return fmt.Sprintf("shard %s is draining: %d objects left, moved to the other shards at up to %d every %s; %s",
+		id, left, p.MaxMoves, p.Interval, then)
+}
+
+// PinnedMessage says why a drain cannot finish.
+func PinnedMessage(cm fmt.Stringer, id string, pinned int, sample []string) string {
+	return fmt.Sprintf("shard %s is draining but %d objects on it are pinned (their shard label was set by hand, or they are outside placement's scope or being deleted) and are never moved: %s. "+
+		"Relabel or delete them, or force the deletion with the annotation %s=%s on %s",
+		id, pinned, strings.Join(sample, ", "), shardconfig.ForceDeleteAnnotation, id, cm)
+}

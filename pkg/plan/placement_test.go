@@ -1,0 +1,187 @@
+package plan
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+)
+
+// decidePlaced decides with placement on; drain is the drain annotation.
+func (w *world) decidePlaced(shards, placement, drain string) (Plan, error) {
+	cfg, err := shardconfig.Parse(map[string]string{shardconfig.ShardsKey: shards, shardconfig.PlacementKey: placement}, nil,
+		map[string]string{shardconfig.DrainAnnotation: drain})
+	require.NoError(w.t, err)
+	return Decide(Input{Config: cfg, Sources: w.sources, Deployments: w.deps, Mapped: w.mapped,
+		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}})
+}
+
+// rollOut makes every Deployment ready, as the Deployment controller would.
+func (w *world) rollOut() {
+	for _, d := range w.deps {
+		d.Status.ObservedGeneration = d.Generation
+		d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 1, 1
+	}
+}
+
+func byID(p Plan) map[string]ShardStatus {
+	out := map[string]ShardStatus{}
+	for _, s := range p.Shards {
+		out[s.ID] = s
+	}
+	return out
+}
+
+func TestPlacementTargetsAreReadyListedShards(t *testing.T) {
+	w := newWorld(t)
+	p, err := w.decidePlaced("a,b", "", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Targets, "no shard has rolled out yet")
+	w.converge(p)
+	w.rollOut()
+	w.deps[ns+"/gitjob-shard-b"].Status.AvailableReplicas = 0
+	p, err = w.decidePlaced("a,b", "", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, p.Targets, "b is not Available")
+
+	p, err = w.decide("a,b", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Targets, "placement off")
+}
+
+func TestPlacementDrainsARemovedShard(t *testing.T) {
+	w := newWorld(t)
+	p, _ := w.decidePlaced("a,b", "", "")
+	w.converge(p)
+	w.rollOut()
+	w.mapped.objects["b"] = map[string][]string{"gitrepos": {"x/1", "x/2"}}
+	w.mapped.placed = map[string]bool{"x/1": true, "x/2": true}
+
+	p, err := w.decidePlaced("a", "", "")
+	require.NoError(t, err)
+	assert.Empty(t, kinds(p)[Delete], "a draining shard is kept")
+	assert.Equal(t, []string{"b"}, p.Draining)
+	assert.Equal(t, []string{"a"}, p.Targets)
+	b := byID(p)["b"]
+	assert.Equal(t, StateDraining, b.State)
+	assert.Contains(t, b.Message, "2 objects left")
+
+	// One object was relabelled by a person: it pins the shard.
+	delete(w.mapped.placed, "x/2")
+	p, err = w.decidePlaced("a", "", "")
+	require.NoError(t, err)
+	b = byID(p)["b"]
+	assert.Equal(t, StateBlocked, b.State)
+	assert.Contains(t, b.Message, "1 objects on it are pinned")
+	assert.Contains(t, b.Message, "gitrepos x/2")
+	assert.NotContains(t, b.Message, "x/1")
+	assert.Equal(t, []string{"b"}, p.Draining, "the movable objects still leave")
+
+	// Out of scope counts as pinned too.
+	w.mapped.placed["x/2"] = true
+	p, err = w.decidePlaced("a", "namespaces: [y]", "")
+	require.NoError(t, err)
+	assert.Equal(t, StateBlocked, byID(p)["b"].State)
+
+	// Empty: deleted.
+	delete(w.mapped.objects, "b")
+	p, err = w.decidePlaced("a", "", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fleet-controller-shard-b", "gitjob-shard-b"}, kinds(p)[Delete])
+}
+
+func TestDrainAnnotationKeepsTheListedShard(t *testing.T) {
+	w := newWorld(t)
+	p, _ := w.decidePlaced("a,b", "", "")
+	w.converge(p)
+	w.rollOut()
+	w.mapped.objects["b"] = map[string][]string{"helmreleases": {"x/1"}}
+	w.mapped.placed = map[string]bool{"x/1": true}
+
+	p, err := w.decidePlaced("a,b", "", "b")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, p.Targets, "a draining shard receives nothing")
+	assert.Equal(t, []string{"b"}, p.Draining)
+	assert.Equal(t, StateDraining, byID(p)["b"].State)
+	assert.Contains(t, byID(p)["b"].Message, "until it is removed from the list")
+
+	delete(w.mapped.objects, "b")
+	p, err = w.decidePlaced("a,b", "", "b")
+	require.NoError(t, err)
+	assert.Equal(t, StateDrained, byID(p)["b"].State)
+	assert.Empty(t, p.Actions, "a drained shard that is still listed stays")
+}
+
+func TestAutoShards(t *testing.T) {
+	w := newWorld(t)
+	for i := range 250 {
+		w.mapped.unlabelled = append(w.mapped.unlabelled, fmt.Sprintf("x/%d", i))
+	}
+	p, err := w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shard-0", "shard-1", "shard-2"}, ids(p))
+	w.converge(p)
+
+	// 20% more objects than 3 shards hold is needed to grow.
+	w.mapped.unlabelled = w.mapped.unlabelled[:200]
+	for i := range 150 {
+		w.mapped.unlabelled = append(w.mapped.unlabelled, fmt.Sprintf("y/%d", i))
+	}
+	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shard-0", "shard-1", "shard-2"}, ids(p), "350 is under 120%% of 300")
+	for i := range 50 {
+		w.mapped.unlabelled = append(w.mapped.unlabelled, fmt.Sprintf("z/%d", i))
+	}
+	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shard-0", "shard-1", "shard-2", "shard-3"}, ids(p), "400 is over 120%% of 300")
+
+	// Shrinking goes through the drain: the dropped shard keeps its
+	// Deployments while objects are on it.
+	w.converge(p)
+	w.rollOut()
+	w.mapped.unlabelled = nil
+	w.mapped.objects["shard-3"] = map[string][]string{"gitrepos": {"x/1"}}
+	w.mapped.placed = map[string]bool{"x/1": true}
+	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
+	require.NoError(t, err)
+	assert.Equal(t, StateDraining, byID(p)["shard-3"].State)
+	assert.Equal(t, []string{"shard-0"}, p.Targets)
+	assert.Contains(t, kinds(p)[Delete], "gitjob-shard-shard-1", "empty shards go at once")
+	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-shard-3")
+
+	// Before the caches have synced nothing is resized.
+	w.mapped.synced = false
+	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions)
+	assert.Len(t, ids(p), 4)
+}
+
+func ids(p Plan) []string {
+	var out []string
+	for _, s := range p.Shards {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+func TestMovable(t *testing.T) {
+	on, err := shardconfig.ParsePlacement("namespaces: [a]")
+	require.NoError(t, err)
+	placed := mapped.Object{Namespace: "a", Shard: "s", Labelled: true, AssignedShard: "s"}
+	assert.True(t, Movable(on, placed))
+	assert.True(t, Movable(on, mapped.Object{Namespace: "a"}), "unlabelled")
+	assert.False(t, Movable(on, mapped.Object{Namespace: "a", Shard: "s", Labelled: true}), "labelled by a person")
+	assert.False(t, Movable(on, mapped.Object{Namespace: "b"}), "out of scope")
+	deleting := placed
+	deleting.Deleting = true
+	assert.False(t, Movable(on, deleting))
+	assert.False(t, Movable(shardconfig.Placement{}, placed), "placement off")
+}

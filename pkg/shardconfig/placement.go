@@ -1,0 +1,246 @@
+package shardconfig
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// PlacementKey is the ConfigMap data key whose presence turns placement
+	// on: shardkeeper then labels the objects in its scope itself.
+	PlacementKey = "placement"
+	// DrainAnnotation lists listed shards whose objects placement moves
+	// away; the shard stays until it is removed from the list.
+	DrainAnnotation = "shardkeeper.io/drain"
+	// Auto as the value of data.shards lets placement size the shard list.
+	Auto = "auto"
+	// AutoPrefix starts the names of the shards that "auto" makes.
+	AutoPrefix = "shard-"
+	// MaxValueBytesPlacement bounds data.placement before it is parsed.
+	MaxValueBytesPlacement = 16 * 1024
+)
+
+// Defaults of the placement settings.
+const (
+	DefaultThreshold       = "10%"
+	DefaultMaxMoves        = 50
+	DefaultInterval        = 30 * time.Second
+	DefaultCooldown        = 10 * time.Minute
+	DefaultObjectsPerShard = 100
+	DefaultMinShards       = 1
+	DefaultMaxShards       = 20
+)
+
+// Placement is the parsed data.placement: which objects shardkeeper may
+// label, and how fast it may move them.
+type Placement struct {
+	// Enabled is set when data.placement exists.
+	Enabled bool
+	// Namespaces limit the scope; empty means every namespace.
+	Namespaces []string
+	// Selector limits the scope by the objects' labels.
+	Selector labels.Selector
+	// Threshold is the spread between the most and the least loaded shard
+	// that starts a rebalance: a load, or a percentage of the mean load.
+	Threshold intstr.IntOrString
+	// MaxMoves bounds the moves of drains and rebalances per Interval.
+	MaxMoves int
+	// Interval paces the moves.
+	Interval time.Duration
+	// Cooldown keeps a moved object where it is for this long.
+	Cooldown time.Duration
+	// ObjectsPerShard, MinShards and MaxShards size "shards: auto".
+	ObjectsPerShard, MinShards, MaxShards int
+}
+
+// InScope reports whether placement may label an object of namespace ns
+// with labels l.
+func (p Placement) InScope(ns string, l labels.Set) bool {
+	if !p.Enabled {
+		return false
+	}
+	if len(p.Namespaces) > 0 {
+		found := false
+		for _, n := range p.Namespaces {
+			if n == ns {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return p.Selector == nil || p.Selector.Matches(l)
+}
+
+// ThresholdFor returns the rebalance threshold as a load, for a mean load.
+func (p Placement) ThresholdFor(mean float64) int {
+	if p.Threshold.Type == intstr.String {
+		pct, _ := percent(p.Threshold.StrVal)
+		return max(1, int(math.Ceil(mean*float64(pct)/100)))
+	}
+	return max(1, p.Threshold.IntValue())
+}
+
+// rawPlacement is data.placement as written.
+type rawPlacement struct {
+	Namespaces      []string            `json:"namespaces,omitempty"`
+	Selector        string              `json:"selector,omitempty"`
+	Threshold       *intstr.IntOrString `json:"threshold,omitempty"`
+	MaxMoves        *int                `json:"maxMoves,omitempty"`
+	Interval        *string             `json:"interval,omitempty"`
+	Cooldown        *string             `json:"cooldown,omitempty"`
+	ObjectsPerShard *int                `json:"objectsPerShard,omitempty"`
+	MinShards       *int                `json:"minShards,omitempty"`
+	MaxShards       *int                `json:"maxShards,omitempty"`
+}
+
+// ParsePlacement parses data.placement: a YAML object whose fields are all
+// optional; an empty value turns placement on with the defaults.
+func ParsePlacement(value string) (Placement, error) {
+	if len(value) > MaxValueBytesPlacement {
+		return Placement{}, fmt.Errorf("placement: value is %d bytes, more than the %d allowed", len(value), MaxValueBytesPlacement)
+	}
+	var raw *rawPlacement
+	if strings.TrimSpace(value) != "" {
+		if err := yaml.UnmarshalStrict([]byte(value), &raw); err != nil {
+			return Placement{}, fmt.Errorf("placement: not a valid YAML object {namespaces, selector, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards}: %w", err)
+		}
+	}
+	if raw == nil {
+		raw = &rawPlacement{}
+	}
+	p := Placement{Enabled: true, Namespaces: raw.Namespaces, Threshold: intstr.FromString(DefaultThreshold),
+		MaxMoves: DefaultMaxMoves, Interval: DefaultInterval, Cooldown: DefaultCooldown,
+		ObjectsPerShard: DefaultObjectsPerShard, MinShards: DefaultMinShards, MaxShards: DefaultMaxShards}
+	for i, ns := range raw.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return Placement{}, fmt.Errorf("placement.namespaces[%d] %q: %s", i, truncate(ns), strings.Join(errs, "; "))
+		}
+	}
+	if raw.Selector != "" {
+		sel, err := labels.Parse(raw.Selector)
+		if err != nil {
+			return Placement{}, fmt.Errorf("placement.selector: %w", err)
+		}
+		p.Selector = sel
+	}
+	if raw.Threshold != nil {
+		p.Threshold = *raw.Threshold
+		if p.Threshold.Type == intstr.String {
+			if _, err := percent(p.Threshold.StrVal); err != nil {
+				return Placement{}, fmt.Errorf("placement.threshold: %w", err)
+			}
+		} else if p.Threshold.IntVal < 1 {
+			return Placement{}, fmt.Errorf("placement.threshold %d: must be at least 1", p.Threshold.IntVal)
+		}
+	}
+	ints := []struct {
+		name     string
+		in       *int
+		out      *int
+		min, max int
+	}{
+		{"maxMoves", raw.MaxMoves, &p.MaxMoves, 0, 10000},
+		{"objectsPerShard", raw.ObjectsPerShard, &p.ObjectsPerShard, 1, 1000000},
+		{"minShards", raw.MinShards, &p.MinShards, 1, MaxShards},
+		{"maxShards", raw.MaxShards, &p.MaxShards, 1, MaxShards},
+	}
+	for _, f := range ints {
+		if f.in == nil {
+			continue
+		}
+		if *f.in < f.min || *f.in > f.max {
+			return Placement{}, fmt.Errorf("placement.%s %d: must be between %d and %d", f.name, *f.in, f.min, f.max)
+		}
+		*f.out = *f.in
+	}
+	if p.MinShards > p.MaxShards {
+		return Placement{}, fmt.Errorf("placement: minShards %d is above maxShards %d", p.MinShards, p.MaxShards)
+	}
+	durations := []struct {
+		name     string
+		in       *string
+		out      *time.Duration
+		min, max time.Duration
+	}{
+		{"interval", raw.Interval, &p.Interval, time.Second, time.Hour},
+		{"cooldown", raw.Cooldown, &p.Cooldown, 0, 7 * 24 * time.Hour},
+	}
+	for _, f := range durations {
+		if f.in == nil {
+			continue
+		}
+		d, err := time.ParseDuration(*f.in)
+		if err != nil {
+			return Placement{}, fmt.Errorf("placement.%s: %w", f.name, err)
+		}
+		if d < f.min || d > f.max {
+			return Placement{}, fmt.Errorf("placement.%s %s: must be between %s and %s", f.name, d, f.min, f.max)
+		}
+		*f.out = d
+	}
+	return p, nil
+}
+
+func percent(s string) (int, error) {
+	v, ok := strings.CutSuffix(s, "%")
+	if !ok {
+		return 0, fmt.Errorf("%q: a load (an integer) or a percentage of the mean load such as \"10%%\"", truncate(s))
+	}
+	var n int
+	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || fmt.Sprint(n) != v || n < 1 || n > 1000 {
+		return 0, fmt.Errorf("%q: the percentage must be an integer between 1 and 1000", truncate(s))
+	}
+	return n, nil
+}
+
+// ParseDrain parses the drain annotation: shard IDs separated by commas or
+// spaces.
+func ParseDrain(value string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, field := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		if err := ValidateID(field); err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", DrainAnnotation, err)
+		}
+		if !seen[field] {
+			seen[field] = true
+			out = append(out, field)
+		}
+	}
+	return out, nil
+}
+
+// AutoNames returns the IDs of n shards sized by "shards: auto".
+func AutoNames(n int) []Shard {
+	out := make([]Shard, n)
+	for i := range out {
+		out[i] = Shard{ID: fmt.Sprintf("%s%d", AutoPrefix, i)}
+	}
+	return out
+}
+
+// AutoIndex returns i for an ID "shard-i", or -1.
+func AutoIndex(id string) int {
+	v, ok := strings.CutPrefix(id, AutoPrefix)
+	if !ok || v == "" {
+		return -1
+	}
+	var n int
+	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || fmt.Sprint(n) != v || n < 0 {
+		return -1
+	}
+	return n
+}
+
+var errAutoNeedsPlacement = errors.New(`shards: "auto" sizes the shard list from the objects placement assigns; add a "placement" key (it may be empty) to turn placement on`)
