@@ -12,7 +12,12 @@
 //     patch, at each object count;
 //   - quiet when idle: the daemon's writes and LISTs in an idle window, as
 //     the API server's audit log records them;
-//   - start-up: from process start to /readyz, and to every object counted.
+//   - start-up: from process start to /readyz, and to every object counted;
+//   - placement: with --allow-placement, from the first create of 10,000
+//     unlabelled objects to the watch event of the last one labelled over
+//     16 shards, the daemon's writes to the mapped kinds (one patch per
+//     object) and the balance reached, beside a bare client-go labeller
+//     with the daemon's client limits.
 //
 // Run it with `make bench`, or `go run ./bench --bin-dir bin --out bench/results.md`.
 // Smaller runs for development: --shards=20 --objects=1000,10000 --idle=30s --runs=1.
@@ -49,6 +54,10 @@ type bench struct {
 	writers     int
 	writeQPS    int
 
+	placementObjects int
+	placementShards  int
+	placementRuns    int
+
 	res results
 }
 
@@ -60,6 +69,7 @@ type results struct {
 	levels       []*level
 	writeRates   []writeRate
 	idle         *idle
+	placement    *placementResult
 	notes        []string
 	failures     []string
 	skipped      []string
@@ -124,10 +134,12 @@ func run() error {
 	b := &bench{shards: intList{20, 100}, objects: intList{1000, 10000, 100000}}
 	var (
 		binDir      = flag.String("bin-dir", "bin", "directory of the control-plane binaries and bin/shardkeeper")
+		daemonBin   = flag.String("daemon-bin", "", "the shardkeeper binary to measure (default: shardkeeper in --bin-dir)")
 		out         = flag.String("out", "bench/results.md", "where to write the results")
 		keep        = flag.Bool("keep", false, "keep the control plane's work directory (logs, audit log) after the run")
 		skipConv    = flag.Bool("skip-convergence", false, "skip the convergence measurements")
 		skipScale   = flag.Bool("skip-scale", false, "skip the memory, decision latency, idle and start-up measurements")
+		skipPlace   = flag.Bool("skip-placement", false, "skip the placement measurements")
 		daemonExtra strList
 	)
 	flag.Var((*intList)(&b.shards), "shards", "shard counts for convergence, comma-separated")
@@ -138,11 +150,14 @@ func run() error {
 	flag.DurationVar(&b.settle, "settle", 5*time.Second, "wait after a process is ready before its RSS is read")
 	flag.IntVar(&b.writers, "writers", 24, "concurrent writers creating the mapped objects")
 	flag.IntVar(&b.writeQPS, "write-qps", 1000, "client QPS (and burst) of the object writers")
+	flag.IntVar(&b.placementObjects, "placement-objects", 10000, "new unlabelled objects placement labels, per run")
+	flag.IntVar(&b.placementShards, "placement-shards", 16, "shards placement spreads the objects over")
+	flag.IntVar(&b.placementRuns, "placement-runs", 1, "runs of the placement part (a run takes about 8 minutes at 10,000 objects; --runs does not apply)")
 	flag.Var(&daemonExtra, "daemon-arg", "an extra argument for the daemon, repeatable (the figures are meant for its defaults)")
 	flag.Parse()
 	b.daemonArgs = daemonExtra
-	if b.runs < 1 || b.scaleShards < 1 || b.writers < 1 {
-		return errors.New("--runs, --scale-shards and --writers must be at least 1")
+	if b.runs < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 {
+		return errors.New("--runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1")
 	}
 	b.objects = dropZero(b.objects)
 	b.res.began = time.Now()
@@ -156,6 +171,11 @@ func run() error {
 		return err
 	}
 	b.daemonBin = filepath.Join(absBin, "shardkeeper")
+	if *daemonBin != "" {
+		if b.daemonBin, err = filepath.Abs(*daemonBin); err != nil {
+			return err
+		}
+	}
 	if _, err := os.Stat(b.daemonBin); err != nil {
 		return fmt.Errorf("%w: build it with `make build`", err)
 	}
@@ -171,7 +191,7 @@ func run() error {
 	if out, err := exec.Command("go", "build", "-o", b.refBin, "github.com/shardkeeper/shardkeeper/bench/ref").CombinedOutput(); err != nil {
 		return fmt.Errorf("building bench/ref: %v\n%s", err, out)
 	}
-	b.res.machine = machine(absBin)
+	b.res.machine = machine(absBin, b.daemonBin)
 
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	e, err := startEnv(startCtx, absBin, tmp, b.logf)
@@ -196,6 +216,14 @@ func run() error {
 	} else if err := b.runConvergence(ctx); err != nil {
 		b.res.failures = append(b.res.failures, "convergence: "+err.Error())
 		b.logf("convergence failed: %v", err)
+	}
+	if *skipPlace {
+		b.res.skipped = append(b.res.skipped, "placement (--skip-placement)")
+	} else if ctx.Err() == nil {
+		if err := b.runPlacement(ctx); err != nil {
+			b.res.failures = append(b.res.failures, "placement: "+err.Error())
+			b.logf("placement failed: %v", err)
+		}
 	}
 	if *skipScale {
 		b.res.skipped = append(b.res.skipped, "memory, decision latency, idle window and start-up (--skip-scale)")
@@ -230,7 +258,7 @@ func dropZero(l []int) []int {
 }
 
 // machine describes the machine and the software measured.
-func machine(binDir string) [][2]string {
+func machine(binDir, daemonBin string) [][2]string {
 	var out [][2]string
 	add := func(k, v string) { out = append(out, [2]string{k, strings.TrimSpace(v)}) }
 	if b, err := exec.Command("nproc").Output(); err == nil {
@@ -260,7 +288,7 @@ func machine(binDir string) [][2]string {
 	if b, err := exec.Command("go", "version").Output(); err == nil {
 		add("Go", string(b))
 	}
-	if b, err := exec.Command(filepath.Join(binDir, "shardkeeper"), "--version").Output(); err == nil {
+	if b, err := exec.Command(daemonBin, "--version").Output(); err == nil {
 		add("shardkeeper", string(b))
 	}
 	if b, err := exec.Command(filepath.Join(binDir, "etcd"), "--version").Output(); err == nil {

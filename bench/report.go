@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -121,6 +123,7 @@ func (b *bench) rows() []row {
 				"≤ 1.5x the floor", yesNo(d.Seconds() <= 1.5*f.Seconds())})
 		}
 	}
+	rows = append(rows, b.placementRows()...)
 	levels := b.res.levels
 	if len(levels) > 0 {
 		var zero, top *level
@@ -221,7 +224,7 @@ func (b *bench) report() string {
 	var sb strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&sb, format, args...) }
 	p("# shardkeeper benchmark\n\n")
-	p("Written by `make bench` (`go run ./bench`, arguments `%s`). The run took %s.\n",
+	p("Reproduce with `make bench` (this run: `go run ./bench %s`). The run took %s.\n",
 		strings.Join(b.res.args, " "), b.res.ended.Sub(b.res.began).Round(time.Second))
 	p("Every figure is beside a reference measured in the same run on the same control plane; ratios are what count, absolute times vary from run to run.\n\n")
 
@@ -240,6 +243,9 @@ func (b *bench) report() string {
 		}
 		p("\n")
 	}
+	if note := b.memoryNote(); note != "" {
+		p("%s\n\n", note)
+	}
 	if missed := b.missed(); len(missed) > 0 {
 		p("**Targets missed:** %s.\n\n", strings.Join(missed, "; "))
 	} else if len(b.rows()) > 0 {
@@ -247,14 +253,16 @@ func (b *bench) report() string {
 	}
 
 	p("## How it is measured\n\n")
-	p("- The control plane is the e2e one (`e2e/cluster`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback, one fake Node), plus a second kube-apiserver started by the benchmark on the same etcd with the same flags (but for `APIServerIdentity=false`: two API servers on one host would share one identity Lease) and an audit policy that logs, at the Metadata level, the requests of the daemon's user and of nobody else. The daemon, the floor, the reference and the object writers all use that second API server; kube-controller-manager, kube-scheduler and kwok use the first. `apiserver_request_total` has no label naming the client (its labels here: %s), hence the audit log.\n", b.apiLabels())
-	p("- The daemon is `bin/shardkeeper` run as a subprocess with `--preset fleet,flux` and its default client limits (QPS 50, burst 100)%s. It authenticates as a member of `system:masters`. The sources are the fixture's fleet-controller, gitjob, helmops and helm-controller (1 replica each), so every shard is 4 Deployments, and kwok makes their Pods Ready.\n", b.extraArgs())
+	p("- The control plane is the e2e one (`e2e/cluster`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback, one fake Node), plus a second kube-apiserver started by the benchmark on the same etcd with the same flags (but for the feature gates `APIServerIdentity=false` and `UnknownVersionInteroperabilityProxy=false`, which depends on it: two API servers on one host would share one identity Lease) and an audit policy that logs, at the Metadata level, the requests of the daemon's user and of nobody else. The daemon, the floor, the reference and the object writers all use that second API server; kube-controller-manager, kube-scheduler and kwok use the first. `apiserver_request_total` has no label naming the client (its labels here: %s), hence the audit log.\n", b.apiLabels())
+	p("- The daemon is `bin/shardkeeper` run as a subprocess with `--preset fleet,flux` and its default client limits (QPS %d, burst %d)%s. It authenticates as a member of `system:masters`. The sources are the fixture's fleet-controller, gitjob, helmops and helm-controller (1 replica each), so every shard is 4 Deployments, and kwok makes their Pods Ready.\n", daemonQPS, daemonBurst, b.extraArgs())
 	p("- **Convergence**: a watch on the Deployments of both namespaces is started (from their current resourceVersion) before the ConfigMap patch; the figure is the time from just before the patch to the arrival of the ADDED (DELETED) event of the last of the shard's Deployments. The floor creates (deletes, propagation Background like the daemon) the same number of Deployments, cloned from the same sources, from one goroutine each, all released at once, with a client whose rate limiter never waits (QPS and burst 10⁶); it is timed the same way, from its first request to the last watch event. The floor and the daemon alternate, and between steps the namespaces are left to settle (every Deployment rolled out, its Pods Ready; or every ReplicaSet and Pod of the deleted ones gone).\n")
-	p("- **Memory**: the mapped objects (`fixture.Object`: one shard label and a 2 KB last-applied annotation; half GitRepos, half HelmReleases; in %d namespaces) are spread over %d shards, which the ConfigMap lists (so %d shard Deployments run throughout). At each object count the daemon is started afresh; once `/readyz` is 200 and its metrics count every object (it reports counts only once every mapped cache has synced), the benchmark waits %s and reads VmRSS (and VmHWM, the peak) from `/proc/PID/status`. The reference (`bench/ref`) caches the same objects with client-go dynamic (unstructured) informers for gitrepos and helmreleases, prints a line when both have synced, and is read the same way, %s after that line. An idle Go process does not collect garbage until its heap reaches the next goal or two minutes have passed, so what the start-up left behind is still in that reading; the **steady** figures (at 0 objects and the largest count, the last run of each) are read once the process has completed a garbage collection after that reading and its RSS has stopped moving (less than 1 MiB over 5 s). Neither process is made to collect: the daemon's collections are read from its `go_gc_duration_seconds_count`, the reference's from `runtime/metrics`.\n",
+	p("- **Memory**: the mapped objects (`fixture.Object`: one shard label and a 2 KB last-applied annotation; half GitRepos, half HelmReleases; in %d namespaces) are spread over %d shards, which the ConfigMap lists (so %d shard Deployments run throughout). At each object count the daemon is started afresh; once `/readyz` is 200 and its metrics count every object (it reports counts only once every mapped cache has synced), the benchmark waits %s and reads VmRSS (and VmHWM, the peak) from `/proc/PID/status`. The reference (`bench/ref`) caches the same objects with client-go dynamic (unstructured) informers for gitrepos and helmreleases, prints a line when both have synced, and is read the same way, %s after that line. An idle Go process does not collect garbage until its heap reaches the next goal or two minutes have passed, so what the start-up left behind is still in that reading; the **steady** figures (at 0 objects and the largest count, the last run of each) are read once the process has completed a garbage collection after that reading and its RSS has stopped moving (less than 1 MiB over 5 s). The benchmark makes neither process collect (the daemon, by its own design, collects once and returns the garbage to the operating system after storing an initial list of 1,000 objects or more, the streamed objects it stripped): the daemon's collections are read from its `go_gc_duration_seconds_count`, the reference's from `runtime/metrics`.\n",
 		objNSs, b.scaleShards, b.scaleShards*len(sources()), b.settle, b.settle)
 	p("- **Decision latency**: with the daemon running, the change of `shardkeeper_reconcile_duration_seconds` _sum/_count across one ConfigMap patch that adds one shard (and one that removes it again), from just before the patch until the shard's Deployments are rolled out and no reconcile has run for 3 s. The window holds the patch's reconcile, whose 4 creates are part of its duration, and the reconciles that the rollout's Deployment status changes bring.\n")
 	p("- **Quiet when idle**: at the largest object count, once everything has settled and the daemon has not reconciled for 10 s, nothing but the daemon talks to the audited API server for the window; the daemon's requests received in the window are read from the audit log. A LIST is a `list` request or a `watch` with `sendInitialEvents=true` (a list by streaming).\n")
-	p("- **Start-up**: from the daemon's process start to the first 200 of `/readyz` (polled every 10 ms), and to its metrics counting every mapped object (polled every 50 ms). The reference's figure is from its process start to its caches synced.\n\n")
+	p("- **Start-up**: from the daemon's process start to the first 200 of `/readyz` (polled every 10 ms), and to its metrics counting every mapped object (polled every 50 ms). The reference's figure is from its process start to its caches synced.\n")
+	b.placementMethod(p)
+	p("\n")
 
 	if len(b.res.convergence) > 0 {
 		p("## Convergence, every run\n\n| shards | Deployments | floor up (its last response) | shardkeeper up | floor down (its last response) | shardkeeper down | shardkeeper's writes in the last up and down (audit) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
@@ -267,6 +275,7 @@ func (b *bench) report() string {
 			p("The API server closed %d of the measurement watches (a watch whose client falls behind is closed); each was resumed from the last resourceVersion seen, so an event that arrived during the gap was timed when the resumed watch delivered it.\n\n", b.env.rewatches)
 		}
 	}
+	b.placementRunsTable(p)
 	if len(b.res.levels) > 0 {
 		p("## Memory and start-up, every run\n\n")
 		p("| objects | shardkeeper RSS | peak (VmHWM) | Go heap in use | steady RSS / heap in use (when) | ready | counted | reference RSS | reference peak | reference steady RSS (when) | reference synced |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
@@ -315,6 +324,10 @@ func (b *bench) report() string {
 		for _, lv := range b.res.levels {
 			if lv.startCalls != nil && lv == b.res.levels[len(b.res.levels)-1] {
 				p("The daemon's requests from its start to every object counted, %s objects (first run, audit log): %s.\n\n", count(lv.objects), lv.startCalls)
+				for _, l := range wholeLists(lv) {
+					p("- %s\n", l)
+				}
+				p("\n")
 			}
 		}
 		for _, lv := range b.res.levels {
@@ -414,4 +427,153 @@ func (b *bench) extraArgs() string {
 		return ""
 	}
 	return ", plus `" + strings.Join(b.daemonArgs, " ") + "`"
+}
+
+// memoryNote says how to read the two kinds of memory figures, with the
+// peaks of the largest count.
+func (b *bench) memoryNote() string {
+	var top *level
+	for _, lv := range b.res.levels {
+		if lv.objects > 0 && len(lv.mem) > 0 && lv.memSteady.RSS > 0 {
+			top = lv
+		}
+	}
+	if top == nil {
+		return ""
+	}
+	peak, refPeak := int64(0), int64(0)
+	for _, m := range top.mem {
+		peak = max(peak, m.HWM)
+	}
+	for _, m := range top.refMem {
+		refPeak = max(refPeak, m.HWM)
+	}
+	return fmt.Sprintf("The RSS read %s after start-up, and the peak (VmHWM), hold what the start-up left for the garbage collector; the steady figures hold what stays. A memory limit has to allow the peak: at %s objects shardkeeper's highest VmHWM was %s, the reference's %s.",
+		b.settle, count(top.objects), mib(peak), mib(refPeak))
+}
+
+// wholeLists finds the mapped kinds that were listed in a single request
+// although the request asked for pages smaller than the kind.
+func wholeLists(lv *level) []string {
+	var out []string
+	perKind := lv.objects / 2
+	for k, n := range lv.startCalls {
+		if k.verb != "list" || n != 1 {
+			continue
+		}
+		res, q, ok := strings.Cut(k.resource, " ?")
+		if !ok || (res != "gitrepos" && res != "helmreleases") {
+			continue
+		}
+		limit := 0
+		for _, kv := range strings.Split(q, "&") {
+			if v, ok := strings.CutPrefix(kv, "limit="); ok {
+				fmt.Sscan(v, &limit)
+			}
+		}
+		if limit > 0 && perKind > limit {
+			out = append(out, fmt.Sprintf("The %s %s were listed in one request (`?%s`), which asks for pages of %d: with `resourceVersion=0` the API server answers from its watch cache and ignores `limit`, so the whole kind arrives as one response.", count(perKind), res, q, limit))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// placementRows are the summary rows of the placement part.
+func (b *bench) placementRows() []row {
+	pl := b.res.placement
+	if pl == nil || len(pl.runs) == 0 {
+		return nil
+	}
+	n := fmt.Sprintf(" (median of %d)", len(pl.runs))
+	every := fmt.Sprintf(" (every one of %d runs)", len(pl.runs))
+	if len(pl.runs) == 1 {
+		n, every = " (1 run)", " (1 run)"
+	}
+	ids := placementIDs(pl.shards)
+	var d, r []time.Duration
+	least, most, refMost := -1, 0, 0
+	worst, refWorst := 0.0, 0.0
+	for _, run := range pl.runs {
+		d, r = append(d, run.labelled), append(r, run.refLabelled)
+		w := run.mappedWrites.writes()
+		if least < 0 || w < least {
+			least = w
+		}
+		most, refMost = max(most, w), max(refMost, run.refPatches)
+		worst, refWorst = max(worst, balance(run.loads, ids)), max(refWorst, balance(run.refLoads, ids))
+	}
+	writes := count(most)
+	if least != most {
+		writes = count(least) + "–" + count(most)
+	}
+	dm, rm := medianDur(d), medianDur(r)
+	return []row{
+		{fmt.Sprintf("placement: %s new objects labelled over %d shards%s", count(pl.objects), pl.shards, n), secs(dm),
+			secs(rm) + " (client-go labeller, same client limits)", ratio(dm.Seconds(), rm.Seconds()), "≤ 1.5x the reference", yesNo(dm.Seconds() <= 1.5*rm.Seconds())},
+		{fmt.Sprintf("placement: API writes to the mapped kinds for %s objects%s", count(pl.objects), every), writes,
+			count(refMost) + " (the reference's patches)", ratio(float64(most), float64(pl.objects)) + " the objects", "= objects (one patch each)", yesNo(least == pl.objects && most == pl.objects)},
+		{fmt.Sprintf("placement balance: most objects on a shard over the mean%s", every), fmt.Sprintf("%.3f", worst),
+			fmt.Sprintf("%.3f (round robin)", refWorst), "—", "≤ 1.05", yesNo(worst <= 1.05)},
+	}
+}
+
+// placementMethod writes the "How it is measured" bullet of the placement
+// part.
+func (b *bench) placementMethod(p func(string, ...any)) {
+	pl := b.res.placement
+	if pl == nil {
+		return
+	}
+	ids := placementIDs(pl.shards)
+	p("- **Placement**: a daemon started as above, plus `--allow-placement`, is given %d shards (`%s` to `%s`) and `placement: \"namespaces: [%s]\"` in its ConfigMap, every other setting its default. Once its status ConfigMap reports every shard Active with all its Deployments ready (placement puts objects on ready shards only) and it has not reconciled for 3 s, %s objects (`fixture.Object` without its shard label: half GitRepos, half HelmReleases) are created in `%s` as the memory part's are (%d writers, client QPS %d), while a metadata watch on both kinds, started before the first create, timestamps each event. The figure is from just before the first create to the arrival of the event that brought the last object a shard label; objects are labelled as they arrive, so creating and labelling overlap. The writes are the daemon's requests to gitrepos, helmreleases and helmops in the audit log from the first create until placement has moved nothing (`shardkeeper_placement_moves_total`) for %s after the last label; the target is one patch per object and no more, and a patch that met a conflict counts. The balance is the most objects on one shard over the mean (objects / shards), from the labels the watch delivered. The reference is a labeller in the benchmark process (client-go, no informer): the daemon's client limits (QPS %v, burst %d), %d writers (the placer's bound on relabels in flight), its own metadata watch on both kinds of `%s`, and for each object that arrives without a label a JSON merge patch with the next shard in turn, placement's two annotations and the object's resourceVersion as precondition, as the daemon sends; as many objects are created there the same way, and it is timed the same way. The daemon keeps running meanwhile (its scope leaves that namespace out), so both labellers run beside the same watchers. Both are bounded by the client's rate limiter: %s patches at %v per second after a burst of %d take at least %s (%s/QPS = %s). After each step the objects are deleted (a DELETE of the collection, per kind) and the daemon left to count them gone; at the end the ConfigMap is set back to no shards and no placement, and the namespaces are deleted, before the memory part, whose counts therefore hold no placement object. The part runs `--placement-runs` times (default 1, as a run takes about 8 minutes at 10,000 objects, mostly the two rate-limited labellings), not `--runs`.\n",
+		len(ids), ids[0], ids[len(ids)-1], placeNS, count(pl.objects), placeNS, b.writers, b.writeQPS, pl.quiet,
+		pl.qps, pl.burst, refWriters, placeRefNS, count(pl.objects), pl.qps, pl.burst, secs(rateBound(pl.objects, pl.qps, pl.burst)),
+		count(pl.objects), secs(time.Duration(float64(pl.objects)/float64(pl.qps)*float64(time.Second))))
+}
+
+// rateBound is the least time a client limited to qps requests per second
+// after a burst of burst needs for n requests.
+func rateBound(n int, qps float32, burst int) time.Duration {
+	return time.Duration(float64(max(n-burst, 0)) / float64(qps) * float64(time.Second))
+}
+
+// placementRunsTable writes the placement part's runs.
+func (b *bench) placementRunsTable(p func(string, ...any)) {
+	pl := b.res.placement
+	if pl == nil || len(pl.runs) == 0 {
+		return
+	}
+	ids := placementIDs(pl.shards)
+	p("## Placement, every run\n\n%s objects over %d shards; rate-limit bound %s.\n\n", count(pl.objects), pl.shards, secs(rateBound(pl.objects, pl.qps, pl.burst)))
+	p("| run | created (rate) | shardkeeper labelled | its writes to the mapped kinds (audit) | their response codes | `shardkeeper_placement_moves_total` (reason/result) | objects per shard, fewest–most (most/mean) | reference: created (rate) | labelled | patches (conflicts) | fewest–most (most/mean) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	spread := func(loads map[string]int) string {
+		lo, hi := -1, 0
+		for _, id := range ids {
+			if lo < 0 || loads[id] < lo {
+				lo = loads[id]
+			}
+			hi = max(hi, loads[id])
+		}
+		return fmt.Sprintf("%s–%s (%.3f)", count(lo), count(hi), balance(loads, ids))
+	}
+	for i, r := range pl.runs {
+		var codes []string
+		for _, c := range slices.Sorted(maps.Keys(r.codes)) {
+			codes = append(codes, fmt.Sprintf("%d: %s", c, count(r.codes[c])))
+		}
+		var moves []string
+		for _, k := range slices.Sorted(maps.Keys(r.moves)) {
+			moves = append(moves, fmt.Sprintf("%s: %v", k, r.moves[k]))
+		}
+		p("| %d | %s (%.0f/s) | %s | %s | %s | %s | %s | %s (%.0f/s) | %s | %s (%d) | %s |\n", i+1, secs(r.created), r.createRate, secs(r.labelled), r.mappedWrites,
+			strings.Join(codes, ", "), strings.Join(moves, ", "), spread(r.loads), secs(r.refCreated), r.refCreateRate, secs(r.refLabelled), count(r.refPatches), r.refConflict, spread(r.refLoads))
+	}
+	p("\n")
+	for i, r := range pl.runs {
+		if other := r.writes.filter(func(k callKey) bool { return !isMappedKind(k.resource) }); len(other) > 0 {
+			p("- Run %d: shardkeeper's other writes in the same window: %s.\n", i+1, other)
+		}
+	}
+	p("\n")
 }

@@ -360,6 +360,12 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 // quietReconciles waits until the reconcile count has not changed for
 // quiet, and returns the metrics then.
 func (b *bench) quietReconciles(d *daemon, quiet, timeout time.Duration) (samples, error) {
+	return b.quietMetric(d, "shardkeeper_reconcile_duration_seconds_count", "reconciling", quiet, timeout)
+}
+
+// quietMetric waits until the daemon's metric has not changed for quiet,
+// and returns the metrics then; doing names what the daemon kept doing.
+func (b *bench) quietMetric(d *daemon, metric, doing string, quiet, timeout time.Duration) (samples, error) {
 	deadline := time.Now().Add(timeout)
 	last, err := scrape(d.metrics)
 	if err != nil {
@@ -372,7 +378,7 @@ func (b *bench) quietReconciles(d *daemon, quiet, timeout time.Duration) (sample
 		if err != nil {
 			return nil, err
 		}
-		if m.sum("shardkeeper_reconcile_duration_seconds_count", nil) != last.sum("shardkeeper_reconcile_duration_seconds_count", nil) {
+		if m.sum(metric, nil) != last.sum(metric, nil) {
 			last, since = m, time.Now()
 			continue
 		}
@@ -380,7 +386,7 @@ func (b *bench) quietReconciles(d *daemon, quiet, timeout time.Duration) (sample
 			return m, nil
 		}
 	}
-	return nil, fmt.Errorf("shardkeeper kept reconciling for %s", timeout)
+	return nil, fmt.Errorf("shardkeeper kept %s for %s", doing, timeout)
 }
 
 // idle is what the idle window showed.
