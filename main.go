@@ -191,9 +191,14 @@ func run() error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
 
 	var ctrl *shardset.Controller
-	tracker := mapped.New(meta, disc, set.Mapped, func() { ctrl.MappedChanged() })
-	opts := shardset.Options{ConfigMap: ref, Sources: set.Sources}
 	var placing *placer.Placer
+	tracker := mapped.New(meta, disc, set.Mapped, func() {
+		ctrl.MappedChanged()
+		if placing != nil {
+			placing.Wake()
+		}
+	})
+	opts := shardset.Options{ConfigMap: ref, Sources: set.Sources}
 	if *allowPlacement {
 		placing = placer.New(meta, set.Mapped, tracker, recorder)
 		opts.Placer = placing

@@ -7,6 +7,8 @@ package placer
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,12 +81,26 @@ func New(client metadata.Interface, kinds []source.MappedKind, objects Objects, 
 	return p
 }
 
-// Set records the latest state and asks for a round.
+// Set records the latest state and asks for a round if it changed; a
+// change of the objects wakes the placer through Wake.
 func (p *Placer) Set(st State) {
 	p.mu.Lock()
+	changed := !sameState(p.state, st)
 	p.state = st
 	p.mu.Unlock()
-	p.Wake()
+	if changed {
+		p.Wake()
+	}
+}
+
+// sameState compares what a round reads; the ConfigMap by version.
+func sameState(a, b State) bool {
+	if (a.ConfigMap == nil) != (b.ConfigMap == nil) ||
+		(a.ConfigMap != nil && a.ConfigMap.ResourceVersion != b.ConfigMap.ResourceVersion) {
+		return false
+	}
+	return slices.Equal(a.Targets, b.Targets) && slices.Equal(a.Draining, b.Draining) &&
+		reflect.DeepEqual(a.Placement, b.Placement)
 }
 
 // Wake asks for a round, for instance because a mapped object changed.

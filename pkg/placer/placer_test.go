@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
@@ -73,4 +75,39 @@ func TestMovedMessage(t *testing.T) {
 	}
 	assert.Equal(t, "placement moved 5 objects (3 assigned, 2 drained) to shard-0: 1, shard-1: 4; drained from shard-2: 2; "+
 		"1 changed since they were read and are decided again", MovedMessage(res))
+}
+
+func TestSetWakesOnlyOnChange(t *testing.T) {
+	on, err := shardconfig.ParsePlacement("selector: team=a")
+	require.NoError(t, err)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}}
+	p := New(nil, nil, nil, nil)
+	woken := func() bool {
+		select {
+		case <-p.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	st := State{ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}}
+	p.Set(st)
+	assert.True(t, woken())
+	same, err := shardconfig.ParsePlacement("selector: team=a")
+	require.NoError(t, err)
+	p.Set(State{ConfigMap: cm.DeepCopy(), Placement: same, Targets: []string{"a", "b"}})
+	assert.False(t, woken(), "a reconcile that changed nothing does not run a round")
+	for name, next := range map[string]State{
+		"targets":   {ConfigMap: cm, Placement: on, Targets: []string{"a"}},
+		"draining":  {ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}, Draining: []string{"c"}},
+		"settings":  {ConfigMap: cm, Targets: []string{"a", "b"}},
+		"configmap": {ConfigMap: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2"}}, Placement: on, Targets: []string{"a", "b"}},
+	} {
+		p.Set(st)
+		woken()
+		p.Set(next)
+		assert.True(t, woken(), name)
+	}
+	p.Wake()
+	assert.True(t, woken(), "a change of the objects always wakes it")
 }
