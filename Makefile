@@ -191,7 +191,7 @@ test-e2e: $(BIN)/helm
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: $(CONTROL_PLANE) build ## Measure convergence, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.md (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
+bench: $(CONTROL_PLANE) build ## Measure convergence, placement, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.md (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
 	go run ./bench --bin-dir $(BIN) --out bench/results.md $(BENCH_ARGS)
 
 .PHONY: clean

@@ -324,10 +324,12 @@ func (b *bench) report() string {
 		for _, lv := range b.res.levels {
 			if lv.startCalls != nil && lv == b.res.levels[len(b.res.levels)-1] {
 				p("The daemon's requests from its start to every object counted, %s objects (first run, audit log): %s.\n\n", count(lv.objects), lv.startCalls)
-				for _, l := range wholeLists(lv) {
-					p("- %s\n", l)
+				if lists := wholeLists(lv); len(lists) > 0 {
+					for _, l := range lists {
+						p("- %s\n", l)
+					}
+					p("\n")
 				}
-				p("\n")
 			}
 		}
 		for _, lv := range b.res.levels {
