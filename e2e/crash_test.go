@@ -9,15 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
@@ -67,22 +64,8 @@ func crashStorm(t *testing.T, name string, seed uint64) {
 	require.NoError(t, err)
 
 	// Every deletion of a managed Deployment, as it happens.
-	var mu sync.Mutex
-	var deleted []string
-	for _, ns := range []string{s.fleetNS, s.fluxNS} {
-		w, err := kube.AppsV1().Deployments(ns).Watch(s.ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=shardkeeper"})
-		require.NoError(t, err)
-		t.Cleanup(w.Stop)
-		go func() {
-			for ev := range w.ResultChan() {
-				if d, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type == watch.Deleted {
-					mu.Lock()
-					deleted = append(deleted, d.Name)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	var deleted deletions
+	deleted.watch(s)
 
 	s.createConfigMap("[]")
 	s.start()
@@ -167,9 +150,7 @@ func crashStorm(t *testing.T, name string, seed uint64) {
 		s.waitState("g2", plan.StateBlocked)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, name := range deleted {
+	for _, name := range deleted.list() {
 		for _, g := range guarded {
 			assert.False(t, strings.HasSuffix(name, "-shard-"+g), "%s was deleted although %s has mapped objects and was never forced", name, g)
 		}

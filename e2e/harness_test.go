@@ -14,7 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -465,6 +468,40 @@ func (s *scenario) relabel(gvr schema.GroupVersionResource, name, label, shard s
 	if _, err := dyn.Resource(gvr).Namespace(s.fleetNS).Patch(s.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// deletions records the name of every managed Deployment deleted in the
+// scenario's namespaces, as the API server reports it.
+type deletions struct {
+	mu    sync.Mutex
+	names []string
+}
+
+// watch starts (or, after an API server restart, starts again) the watches
+// that record into d.
+func (d *deletions) watch(s *scenario) {
+	s.t.Helper()
+	for _, ns := range []string{s.fleetNS, s.fluxNS} {
+		w, err := kube.AppsV1().Deployments(ns).Watch(s.ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=shardkeeper"})
+		require.NoError(s.t, err)
+		s.t.Cleanup(w.Stop)
+		go func() {
+			for ev := range w.ResultChan() {
+				if dep, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type == watch.Deleted {
+					d.mu.Lock()
+					d.names = append(d.names, dep.Name)
+					d.mu.Unlock()
+				}
+			}
+		}()
+	}
+}
+
+// list returns the names recorded so far.
+func (d *deletions) list() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.names)
 }
 
 // snapshot records the resourceVersion of every Deployment, ConfigMap and
