@@ -88,6 +88,13 @@ func TestPlacementDrainsARemovedShard(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StateBlocked, byID(p)["b"].State)
 
+	// With nowhere to go, the drain waits and says so.
+	p, err = w.decidePlaced("[]", "", "")
+	require.NoError(t, err)
+	assert.Equal(t, StateDraining, byID(p)["b"].State)
+	assert.Contains(t, byID(p)["b"].Message, "no listed shard is Available")
+	assert.Equal(t, []string{"fleet-controller-shard-a", "gitjob-shard-a"}, kinds(p)[Delete], "a is empty and goes; b is kept")
+
 	// Empty: deleted.
 	delete(w.mapped.objects, "b")
 	p, err = w.decidePlaced("a", "", "")

@@ -309,6 +309,9 @@ func Decide(in Input) (Plan, error) {
 		case total(counts) > 0 && !force.Allows(id) && place.Enabled:
 			p.Draining = append(p.Draining, id)
 			st.State, st.Message = StateDraining, DrainingMessage(id, total(counts), place, false)
+			if len(p.Targets) == 0 {
+				st.Message = fmt.Sprintf("shard %s is draining, but no listed shard is Available to take its %d objects; it is kept until one is", id, total(counts))
+			}
 			if n, sample := Pinned(place, in.Mapped, id, SampleSize); n > 0 {
 				st.State, st.Message = StateBlocked, PinnedMessage(in.ConfigMap, id, n, sample)
 			}
