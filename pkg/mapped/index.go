@@ -55,6 +55,10 @@ type Object struct {
 	Deleting bool
 }
 
+// Ref names the object in messages and placement rounds: "kind
+// namespace/name".
+func (o Object) Ref() string { return o.Kind + " " + o.Namespace + "/" + o.Name }
+
 // Pinned reports whether a person set the shard label: placement never
 // moves such an object.
 func (o Object) Pinned() bool {

@@ -236,7 +236,7 @@ func (t *Tracker) Sample(shard string, n int) []string {
 			if len(out) == n {
 				break
 			}
-			out = append(out, k.spec.Name()+" "+o.Namespace+"/"+o.Name)
+			out = append(out, o.Ref())
 		}
 		if len(out) >= n {
 			break
@@ -280,16 +280,6 @@ func (t *Tracker) All() []Object {
 		}
 	}
 	return out
-}
-
-// Label returns the shard label of the kind named name ("" if none).
-func (t *Tracker) Label(name string) string {
-	for _, k := range t.kinds {
-		if k.spec.Name() == name {
-			return k.spec.Label
-		}
-	}
-	return ""
 }
 
 func (k *kind) current() *shardIndex {

@@ -3,7 +3,6 @@ package placement
 import (
 	"cmp"
 	"math/bits"
-	"strconv"
 )
 
 // Count returns the number of shards `shards: auto` wants. current is the
@@ -48,15 +47,6 @@ func mulCompare(a, x, b, y uint64) int {
 	xh, xl := bits.Mul64(a, x)
 	yh, yl := bits.Mul64(b, y)
 	return cmp.Or(cmp.Compare(xh, yh), cmp.Compare(xl, yl))
-}
-
-// Names returns the IDs of n automatic shards: shard-0 … shard-(n-1).
-func Names(n int) []string {
-	out := make([]string, 0, maxInt(n, 0))
-	for i := range n {
-		out = append(out, "shard-"+strconv.Itoa(i))
-	}
-	return out
 }
 
 // maxInt is the builtin max; Count's parameters shadow it.

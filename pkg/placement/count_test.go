@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"fmt"
 	"math"
 	"testing"
 
@@ -48,20 +47,5 @@ func TestCountHysteresis(t *testing.T) {
 	for _, objects := range []int{1001, 999, 1100, 950, 1010} {
 		n = Count(n, objects, 100, 1, 0)
 		assert.Equal(t, 10, n, "objects %d", objects)
-	}
-}
-
-func TestNames(t *testing.T) {
-	for _, tt := range []struct {
-		n    int
-		want []string
-	}{
-		{n: -1, want: []string{}},
-		{n: 0, want: []string{}},
-		{n: 3, want: []string{"shard-0", "shard-1", "shard-2"}},
-	} {
-		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
-			assert.Equal(t, tt.want, Names(tt.n))
-		})
 	}
 }

@@ -61,7 +61,7 @@ func countReasons(moves []Move) map[Reason]int {
 
 func TestPlanBalance(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	targets := Names(16)
+	targets := names(16)
 	objs := make([]Object, 10000)
 	total := 0
 	for i := range objs {
@@ -92,7 +92,7 @@ func TestPlanBalance(t *testing.T) {
 }
 
 func TestPlanStability(t *testing.T) {
-	old := Names(8)
+	old := names(8)
 	var objs []Object
 	for i := range 10000 {
 		objs = append(objs, Object{Key: fmt.Sprintf("o-%05d", i), Shard: old[i%8], Movable: true, Weight: 1})
@@ -101,7 +101,7 @@ func TestPlanStability(t *testing.T) {
 	assert.Empty(t, Plan(in), "balanced input")
 
 	// A ninth shard only pulls objects in.
-	in.Targets = Names(9)
+	in.Targets = names(9)
 	moves := Plan(in)
 	ideal := (10000 + 8) / 9
 	assert.LessOrEqual(t, float64(len(moves)), 1.1*float64(ideal))
@@ -127,7 +127,7 @@ func TestPlanStability(t *testing.T) {
 		assert.NotEqual(t, "shard-3", m.To)
 		assert.Equal(t, Drain, m.Reason)
 	}
-	rest := slices.DeleteFunc(Names(9), func(s string) bool { return s == "shard-3" })
+	rest := slices.DeleteFunc(names(9), func(s string) bool { return s == "shard-3" })
 	assert.LessOrEqual(t, spread(Loads(apply(t, objs, moves), rest)), in.Threshold+1)
 }
 
@@ -138,7 +138,7 @@ func TestPlanWeightedStability(t *testing.T) {
 	for i := range 2000 {
 		objs = append(objs, Object{Key: fmt.Sprintf("o-%04d", i), Movable: true, Weight: 1 + r.IntN(10)})
 	}
-	in := Input{Objects: objs, Targets: Names(5), Now: now, Threshold: 10, MaxMoves: 1000}
+	in := Input{Objects: objs, Targets: names(5), Now: now, Threshold: 10, MaxMoves: 1000}
 	in.Objects = apply(t, objs, Plan(in))
 	assert.Empty(t, Plan(in))
 }
@@ -355,7 +355,7 @@ func BenchmarkPlan(b *testing.B) {
 			objs[i].Shard = fmt.Sprintf("shard-%d", r.IntN(15))
 		}
 	}
-	in := Input{Objects: objs, Targets: Names(16), Now: now, Threshold: 1, MaxMoves: 10000}
+	in := Input{Objects: objs, Targets: names(16), Now: now, Threshold: 1, MaxMoves: 10000}
 	for b.Loop() {
 		Plan(in)
 	}
@@ -463,4 +463,13 @@ func TestPlanAssignHeaviestFirst(t *testing.T) {
 		{Key: "a", To: "y", Reason: Assign},
 		{Key: "b", To: "y", Reason: Assign},
 	}, Plan(Input{Objects: objs, Targets: []string{"y", "x"}, Now: now}))
+}
+
+// names returns n shard IDs, shard-0 … shard-(n-1).
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("shard-%d", i)
+	}
+	return out
 }

@@ -8,9 +8,6 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
-// Key names an object in a round: "kind namespace/name".
-func Key(o mapped.Object) string { return o.Kind + " " + o.Namespace + "/" + o.Name }
-
 // Input turns the cached objects into one round's placement input, and
 // returns the objects by Key so that each move can be written with the
 // resourceVersion the decision saw.
@@ -27,7 +24,7 @@ func Input(st State, objs []mapped.Object, now time.Time, budget int) (placement
 	}
 	load := 0
 	for _, o := range objs {
-		k := Key(o)
+		k := o.Ref()
 		index[k] = o
 		po := placement.Object{Key: k, Movable: plan.Movable(st.Placement, o), Weight: o.Weight, MovedAt: o.AssignedAt}
 		if o.Labelled {

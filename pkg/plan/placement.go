@@ -39,7 +39,7 @@ func Pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []stri
 		}
 		count++
 		if len(sample) < n {
-			sample = append(sample, o.Kind+" "+o.Namespace+"/"+o.Name)
+			sample = append(sample, o.Ref())
 		}
 	}
 	return count, sample

@@ -384,7 +384,7 @@ func autoShards(in Input, inForce map[string][]*appsv1.Deployment, synced bool) 
 	slices.Sort(ids)
 	out := make([]shardconfig.Shard, len(ids))
 	for i, n := range ids {
-		out[i] = shardconfig.Shard{ID: fmt.Sprintf("%s%d", shardconfig.AutoPrefix, n)}
+		out[i] = shardconfig.Shard{ID: shardconfig.AutoID(n)}
 	}
 	return out
 }

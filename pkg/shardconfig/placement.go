@@ -225,10 +225,13 @@ func ParseDrain(value string) ([]string, error) {
 func AutoNames(n int) []Shard {
 	out := make([]Shard, n)
 	for i := range out {
-		out[i] = Shard{ID: fmt.Sprintf("%s%d", AutoPrefix, i)}
+		out[i] = Shard{ID: AutoID(i)}
 	}
 	return out
 }
+
+// AutoID is the ID of the i-th shard that "auto" makes.
+func AutoID(i int) string { return fmt.Sprintf("%s%d", AutoPrefix, i) }
 
 // AutoIndex returns i for an ID "shard-i", or -1.
 func AutoIndex(id string) int {
