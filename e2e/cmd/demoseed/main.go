@@ -1,6 +1,7 @@
 // Command demoseed fills a fresh local control plane with what `make demo`
-// shows: Fleet's and Flux's controllers (as stand-ins shaped like the real
-// Deployments), the mapped-object CRDs and a few GitRepos and HelmReleases.
+// shows: Fleet's and Flux's controllers (stand-ins shaped exactly like the
+// real Deployments, with their ServiceAccounts and Fleet's metrics
+// Services), the mapped-object CRDs and a few GitRepos and HelmReleases.
 // The chart installs shardkeeper itself.
 package main
 
@@ -90,12 +91,22 @@ func seed(kubeconfig string) error {
 			return fmt.Errorf("CRD %s: %w", gvr.Resource, err)
 		}
 	}
+	// The controllers run as their own ServiceAccounts, as installed.
+	for _, sa := range append(fixture.FleetServiceAccounts(fleetNS), fixture.FluxServiceAccounts(fluxNS)...) {
+		if err := ignoreExists(kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})); err != nil {
+			return fmt.Errorf("serviceaccount %s: %w", sa.Name, err)
+		}
+	}
 	for _, d := range []*appsv1.Deployment{
 		fixture.FleetController(fleetNS), fixture.Gitjob(fleetNS), fixture.HelmOpsController(fleetNS), fixture.HelmController(fluxNS, true),
 	} {
-		d.Spec.Template.Spec.ServiceAccountName = ""
 		if err := ignoreExists(kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("deployment %s: %w", d.Name, err)
+		}
+	}
+	for _, svc := range fixture.FleetMetricsServices(fleetNS) {
+		if err := ignoreExists(kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})); err != nil {
+			return fmt.Errorf("service %s: %w", svc.Name, err)
 		}
 	}
 	// The CRDs are served a moment after they are created.
