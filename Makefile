@@ -121,8 +121,10 @@ CHART_NS       := cattle-fleet-system
 HELM           := HELM_CACHE_HOME=$(BIN)/.helm/cache HELM_CONFIG_HOME=$(BIN)/.helm/config HELM_DATA_HOME=$(BIN)/.helm/data $(BIN)/helm
 # Values that the chart must refuse: by its schema, and by its templates.
 CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-than-forty-chars' 'shards={shard0,Bad_ID}' \
-  'replicaCount=two' 'logLevel=trace' 'presets.flux.namespace=Flux_System' 'shards[0].id=gpu,shards[0].image=evil' 'unknownKey=1'
-CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true'
+  'replicaCount=two' 'logLevel=trace' 'presets.flux.namespace=Flux_System' 'shards[0].id=gpu,shards[0].image=evil' 'unknownKey=1' \
+  'resources.limits.memory=lots'
+CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true' \
+  'image.repository=ghcr.io/shardkeeper/shardkeeper'
 
 .PHONY: helm
 helm: $(BIN)/helm ## Build bin/helm, the pinned Helm (cached; delete it to rebuild).

@@ -68,11 +68,13 @@ func TestChartRenderAndApply(t *testing.T) {
 		kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 2, "RoleBinding": 2,
 			"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1},
 		rbac: chartRBAC{
-			sourceNamespaces: []string{"cattle-fleet-system"},
-			otherNamespaces:  []string{"flux-system", "default", "kube-system"},
-			mapped:           []schema.GroupVersionResource{gitRepos, helmOps},
-			unmapped:         []schema.GroupVersionResource{helmReleases},
-			lease:            true,
+			sourceNamespaces:  []string{"cattle-fleet-system"},
+			serviceNamespaces: []string{"cattle-fleet-system"},
+			otherNamespaces:   []string{"flux-system", "default", "kube-system"},
+			mapped:            []schema.GroupVersionResource{gitRepos, helmOps},
+			unmapped:          []schema.GroupVersionResource{helmReleases},
+			fleet:             true,
+			lease:             true,
 		},
 	}, {
 		name:      "fleet and flux with metrics",
@@ -84,10 +86,12 @@ func TestChartRenderAndApply(t *testing.T) {
 			"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1,
 			"Service": 1, "ServiceMonitor": 1},
 		rbac: chartRBAC{
-			sourceNamespaces: []string{"cattle-fleet-system", "flux-system"},
-			otherNamespaces:  []string{"default", "kube-system"},
-			mapped:           []schema.GroupVersionResource{gitRepos, helmOps, helmReleases},
-			lease:            true,
+			sourceNamespaces:  []string{"cattle-fleet-system", "flux-system"},
+			serviceNamespaces: []string{"cattle-fleet-system"},
+			otherNamespaces:   []string{"default", "kube-system"},
+			mapped:            []schema.GroupVersionResource{gitRepos, helmOps, helmReleases},
+			fleet:             true,
+			lease:             true,
 		},
 	}, {
 		name:      "placement allowed",
@@ -97,12 +101,14 @@ func TestChartRenderAndApply(t *testing.T) {
 		kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 2, "RoleBinding": 2,
 			"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1},
 		rbac: chartRBAC{
-			sourceNamespaces: []string{"cattle-fleet-system"},
-			otherNamespaces:  []string{"flux-system", "default", "kube-system"},
-			mapped:           []schema.GroupVersionResource{gitRepos, helmOps},
-			unmapped:         []schema.GroupVersionResource{helmReleases},
-			lease:            true,
-			placement:        true,
+			sourceNamespaces:  []string{"cattle-fleet-system"},
+			serviceNamespaces: []string{"cattle-fleet-system"},
+			otherNamespaces:   []string{"flux-system", "default", "kube-system"},
+			mapped:            []schema.GroupVersionResource{gitRepos, helmOps},
+			unmapped:          []schema.GroupVersionResource{helmReleases},
+			fleet:             true,
+			lease:             true,
+			placement:         true,
 		},
 	}}
 	for _, set := range sets {
@@ -160,14 +166,16 @@ func TestChartManifests(t *testing.T) {
 	checkDaemonDeployment(t, dep)
 	waitAvailable(t, ns, dep.GetName())
 	chartRBAC{
-		namespace:        ns,
-		serviceAccount:   findObject(t, objs, "ServiceAccount").GetName(),
-		configMap:        findObject(t, objs, "ConfigMap").GetName(),
-		sourceNamespaces: []string{ns},
-		otherNamespaces:  []string{"flux-system", "default"},
-		mapped:           []schema.GroupVersionResource{gitRepos, helmOps},
-		unmapped:         []schema.GroupVersionResource{helmReleases},
-		lease:            true,
+		namespace:         ns,
+		serviceAccount:    findObject(t, objs, "ServiceAccount").GetName(),
+		configMap:         findObject(t, objs, "ConfigMap").GetName(),
+		sourceNamespaces:  []string{ns},
+		serviceNamespaces: []string{ns},
+		otherNamespaces:   []string{"flux-system", "default"},
+		mapped:            []schema.GroupVersionResource{gitRepos, helmOps},
+		unmapped:          []schema.GroupVersionResource{helmReleases},
+		fleet:             true,
+		lease:             true,
 	}.check(t)
 }
 
@@ -300,12 +308,20 @@ func TestChartUpgradeKeepsTheShardList(t *testing.T) {
 type chartRBAC struct {
 	namespace, serviceAccount, configMap string
 	// sourceNamespaces hold the controllers it clones; otherNamespaces are
-	// namespaces where it must not touch Deployments.
-	sourceNamespaces, otherNamespaces []string
+	// namespaces where it must not touch Deployments. serviceNamespaces
+	// are the source namespaces where it manages the shards' metrics
+	// Services (Fleet's).
+	sourceNamespaces, otherNamespaces, serviceNamespaces []string
 	// mapped are listed cluster-wide; unmapped are not.
 	mapped, unmapped []schema.GroupVersionResource
-	lease            bool
-	// placement: the mapped kinds may be patched, and nothing more.
+	// fleet: the Fleet preset's kinds are mapped, so Bundles and
+	// BundleDeployments are listed cluster-wide too (counted, never
+	// written), and with placement GitRepos may also be read one by one.
+	fleet bool
+	lease bool
+	// placement: the mapped kinds may be patched (Bundles and
+	// BundleDeployments never), GitRepos read with the Fleet preset, and
+	// nothing more.
 	placement bool
 }
 
@@ -340,6 +356,12 @@ func (r chartRBAC) cases() []accessCase {
 	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	for _, sns := range r.sourceNamespaces {
 		add(true, all, "apps", "deployments", sns, "")
+		// The shard copies' metrics Services (monitoring-<source>-shard-<id>),
+		// only where a source has a metrics Service.
+		services := slices.Contains(r.serviceNamespaces, sns)
+		add(services, []string{"list", "watch", "create", "update", "delete"}, "", "services", sns, "")
+		add(false, []string{"get", "patch"}, "", "services", sns, "")
+		add(false, []string{"get", "patch"}, "", "services", sns, "monitoring-fleet-controller")
 		add(false, []string{"get", "list"}, "", "secrets", sns, "")
 		add(false, []string{"list", "delete"}, "", "pods", sns, "")
 	}
@@ -348,17 +370,29 @@ func (r chartRBAC) cases() []accessCase {
 			continue
 		}
 		add(false, []string{"list", "create", "delete"}, "apps", "deployments", ons, "")
+		add(false, all, "", "services", ons, "")
 	}
 	add(false, []string{"list", "delete"}, "apps", "deployments", "", "")
+	add(false, all, "", "services", "", "")
 
 	for _, m := range r.mapped {
 		add(true, []string{"list", "watch"}, m.Group, m.Resource, "", "")
-		add(false, []string{"get", "create", "update", "delete"}, m.Group, m.Resource, ns, "x")
+		// Placement reads a GitRepo's spec.forceSyncGeneration before it
+		// bumps it on a move: with the Fleet preset only.
+		add(r.placement && r.fleet && m == gitRepos, []string{"get"}, m.Group, m.Resource, ns, "x")
+		add(false, []string{"create", "update", "delete"}, m.Group, m.Resource, ns, "x")
 		add(r.placement, []string{"patch"}, m.Group, m.Resource, ns, "x")
 		add(false, []string{"create", "update", "delete"}, m.Group, m.Resource, "", "")
 	}
 	for _, m := range r.unmapped {
 		add(false, []string{"list", "watch"}, m.Group, m.Resource, "", "")
+	}
+	// Fleet's Bundles and BundleDeployments are counted, never relabelled:
+	// not even with placement.
+	for _, derived := range []string{"bundles", "bundledeployments"} {
+		add(r.fleet, []string{"list", "watch"}, "fleet.cattle.io", derived, "", "")
+		add(false, []string{"get", "create", "update", "patch", "delete"}, "fleet.cattle.io", derived, ns, "x")
+		add(false, []string{"create", "update", "patch", "delete"}, "fleet.cattle.io", derived, "", "")
 	}
 	add(true, []string{"list", "watch"}, "apiextensions.k8s.io", "customresourcedefinitions", "", "")
 	add(false, []string{"get", "create", "update", "delete"}, "apiextensions.k8s.io", "customresourcedefinitions", "", "x")

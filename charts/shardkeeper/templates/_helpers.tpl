@@ -60,10 +60,64 @@ The daemon's ServiceAccount.
 {{- end -}}
 
 {{/*
-The daemon's image.
+The registry of the daemon's image, as Fleet's chart picks it: Rancher's
+global.cattle.systemDefaultRegistry when set, else image.registry (may be
+empty).
+*/}}
+{{- define "shardkeeper.imageRegistry" -}}
+{{- $sdr := dig "cattle" "systemDefaultRegistry" "" (.Values.global | default dict) -}}
+{{- default .Values.image.registry $sdr | trimSuffix "/" -}}
+{{- end -}}
+
+{{/*
+The daemon's image: <registry>/<repository>:<tag>, or <repository>:<tag>
+when there is no registry.
 */}}
 {{- define "shardkeeper.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- $registry := include "shardkeeper.imageRegistry" . -}}
+{{- $ref := printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- if $registry -}}
+{{- printf "%s/%s" $registry $ref -}}
+{{- else -}}
+{{- $ref -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The image pull secrets as a JSON list of {name: ...}: imagePullSecrets, then
+Rancher's global.cattle.imagePullSecrets, each given as names or as
+{name: ...} objects, without duplicates.
+*/}}
+{{- define "shardkeeper.imagePullSecrets" -}}
+{{- $names := list -}}
+{{- $global := dig "cattle" "imagePullSecrets" list (.Values.global | default dict) -}}
+{{- range concat (.Values.imagePullSecrets | default list) ($global | default list) -}}
+{{- if kindIs "map" . -}}
+{{- $names = append $names (toString .name) -}}
+{{- else -}}
+{{- $names = append $names (toString .) -}}
+{{- end -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $names | compact | uniq -}}
+{{- $out = append $out (dict "name" .) -}}
+{{- end -}}
+{{- $out | toJson -}}
+{{- end -}}
+
+{{/*
+The daemon pods' tolerations as a JSON list: the toleration of the taint
+that Rancher puts on Linux nodes in clusters with Windows nodes (as Rancher's
+own charts do), then .Values.tolerations, without repeating it.
+*/}}
+{{- define "shardkeeper.tolerations" -}}
+{{- $tols := list (dict "key" "cattle.io/os" "operator" "Equal" "value" "linux" "effect" "NoSchedule") -}}
+{{- range .Values.tolerations -}}
+{{- if not (has . $tols) -}}
+{{- $tols = append $tols . -}}
+{{- end -}}
+{{- end -}}
+{{- $tols | toJson -}}
 {{- end -}}
 
 {{/*
@@ -92,28 +146,67 @@ of extraSources.
 {{- end -}}
 
 {{/*
-The objects the daemon counts per shard, as a JSON map from API group to
-the sorted list of resources: the presets' kinds, or mappedKinds when set.
+The namespaces where the daemon manages the shards' metrics Services, as a
+JSON list without duplicates: Fleet's (its preset's sources have
+monitoring-* Services) and those of extraSourceMetricsServices. Flux
+installs no Service for helm-controller.
 */}}
-{{- define "shardkeeper.mappedResources" -}}
-{{- $groups := dict -}}
+{{- define "shardkeeper.serviceNamespaces" -}}
+{{- $ns := list -}}
+{{- if .Values.presets.fleet.enabled }}{{ $ns = append $ns .Values.presets.fleet.namespace }}{{ end -}}
+{{- range .Values.extraSourceMetricsServices -}}
+{{- $ns = append $ns (regexReplaceAll "^([^/]+)/.*$" . "${1}") -}}
+{{- end -}}
+{{- $ns | uniq | toJson -}}
+{{- end -}}
+
+{{/*
+The cluster-wide rules on the objects the daemon counts per shard, as a JSON
+list of {apiGroups, resources, verbs}: one rule per API group and set of
+verbs, resources sorted. The kinds are the presets' (Fleet: GitRepos,
+HelmOps, Bundles and BundleDeployments; Flux: HelmReleases), or mappedKinds
+when set, which replace them. Every kind is listed and watched. With
+placement.enabled:
+- the mapped kinds are patched (their shard label), except Fleet's Bundles
+  and BundleDeployments, which are made by Fleet and only counted;
+- with the Fleet preset, GitRepos are also read one by one (get): placement
+  reads spec.forceSyncGeneration before it bumps it on a move.
+mappedKinds are list, watch (and patch with placement), nothing more.
+*/}}
+{{- define "shardkeeper.mappedRules" -}}
+{{- $place := .Values.placement.enabled -}}
+{{- /* "group/resource" -> list of verbs */ -}}
+{{- $kinds := dict -}}
+{{- $rw := ternary (list "list" "watch" "patch") (list "list" "watch") $place -}}
 {{- if .Values.mappedKinds -}}
 {{- range .Values.mappedKinds -}}
 {{- $parts := regexSplit "\\." (regexReplaceAll "=.*$" . "") 3 -}}
-{{- $group := index $parts 2 -}}
-{{- $_ := set $groups $group (append (get $groups $group | default list) (index $parts 0)) -}}
+{{- $_ := set $kinds (printf "%s/%s" (index $parts 2) (index $parts 0)) $rw -}}
 {{- end -}}
 {{- else -}}
 {{- if .Values.presets.fleet.enabled -}}
-{{- $_ := set $groups "fleet.cattle.io" (list "gitrepos" "helmops") -}}
+{{- $_ := set $kinds "fleet.cattle.io/gitrepos" (ternary (list "get" "list" "watch" "patch") $rw $place) -}}
+{{- $_ := set $kinds "fleet.cattle.io/helmops" $rw -}}
+{{- $_ := set $kinds "fleet.cattle.io/bundles" (list "list" "watch") -}}
+{{- $_ := set $kinds "fleet.cattle.io/bundledeployments" (list "list" "watch") -}}
 {{- end -}}
 {{- if .Values.presets.flux.enabled -}}
-{{- $_ := set $groups "helm.toolkit.fluxcd.io" (list "helmreleases") -}}
+{{- $_ := set $kinds "helm.toolkit.fluxcd.io/helmreleases" $rw -}}
 {{- end -}}
 {{- end -}}
-{{- $out := dict -}}
-{{- range $group, $resources := $groups -}}
-{{- $_ := set $out $group ($resources | uniq | sortAlpha) -}}
+{{- /* "group|verbs" -> rule; dict keys range in sorted order */ -}}
+{{- $rules := dict -}}
+{{- range $key, $verbs := $kinds -}}
+{{- $group := regexReplaceAll "/[^/]*$" $key "" -}}
+{{- $resource := regexReplaceAll "^.*/" $key "" -}}
+{{- $ruleKey := printf "%s|%s" $group (join "," $verbs) -}}
+{{- $rule := get $rules $ruleKey | default (dict "apiGroups" (list $group) "resources" list "verbs" $verbs) -}}
+{{- $_ := set $rule "resources" (append $rule.resources $resource | uniq | sortAlpha) -}}
+{{- $_ := set $rules $ruleKey $rule -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $_, $rule := $rules -}}
+{{- $out = append $out $rule -}}
 {{- end -}}
 {{- $out | toJson -}}
 {{- end -}}
@@ -209,6 +302,16 @@ Checks of the values that the schema cannot express.
 {{- end -}}
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "serviceAccount.create is false: set serviceAccount.name to the ServiceAccount to use" -}}
+{{- end -}}
+{{- $registry := include "shardkeeper.imageRegistry" . -}}
+{{- $first := regexReplaceAll "/.*$" .Values.image.repository "" -}}
+{{- if and $registry (contains "/" .Values.image.repository) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $rest := regexReplaceAll "^[^/]*/" .Values.image.repository "" -}}
+{{- if dig "cattle" "systemDefaultRegistry" "" (.Values.global | default dict) -}}
+{{- fail (printf "image.repository %q starts with a registry, and Rancher's system default registry %q is put in front of it: give only the repository (e.g. image.repository=%s) and mirror the image there" .Values.image.repository $registry $rest) -}}
+{{- else -}}
+{{- fail (printf "image.repository %q starts with a registry, and image.registry %q is put in front of it: image.repository holds only the repository now, so set image.registry=%s image.repository=%s, or image.registry=\"\" to use the repository as it is" .Values.image.repository $registry $first $rest) -}}
+{{- end -}}
 {{- end -}}
 {{- $_ := include "shardkeeper.shardIDs" . -}}
 {{- end -}}
