@@ -20,6 +20,7 @@ import (
 	"github.com/rancher/wrangler/v3/pkg/generated/controllers/apps"
 	appscontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/apps/v1"
 	"github.com/rancher/wrangler/v3/pkg/generated/controllers/core"
+	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core/v1"
 	"github.com/rancher/wrangler/v3/pkg/kubeconfig"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -91,8 +93,11 @@ func run() error {
 		showVersion    = flag.Bool("version", false, "print the version and exit")
 		allowPlacement = flag.Bool("allow-placement", false, "let a \"placement\" key in the ConfigMap relabel the mapped objects (needs patch on them)")
 		custom, mapKs  listFlag
+		svcFlags, reqs listFlag
 	)
 	flag.Var(&custom, "source", "another controller to clone, repeatable: NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...")
+	flag.Var(&svcFlags, "source-metrics-service", "the metrics Service of a source, copied for every shard, repeatable: NAMESPACE/NAME=SERVICE")
+	flag.Var(&reqs, "source-required-arg", "an argument a source's main controller must run with before its shard copies are created, repeatable: NAMESPACE/NAME=--flag=value")
 	flag.Var(&mapKs, "mapped-kind", "a kind whose label maps objects to shards, repeatable: RESOURCE.VERSION.GROUP=LABEL (default: the presets' kinds)")
 	flag.Parse()
 
@@ -104,11 +109,13 @@ func run() error {
 		return err
 	}
 	set, err := source.Build(source.Options{
-		Presets:        strings.Split(*presets, ","),
-		FleetNamespace: *fleetNS,
-		FluxNamespace:  *fluxNS,
-		Custom:         custom,
-		Mapped:         mapKs,
+		Presets:         strings.Split(*presets, ","),
+		FleetNamespace:  *fleetNS,
+		FluxNamespace:   *fluxNS,
+		Custom:          custom,
+		Mapped:          mapKs,
+		MetricsServices: svcFlags,
+		RequiredArgs:    reqs,
 	})
 	if err != nil {
 		return err
@@ -172,6 +179,19 @@ func run() error {
 		deployments[ns] = af.Apps().V1().Deployment()
 	}
 
+	services := map[string]corecontrollers.ServiceController{}
+	for _, ns := range set.ServiceNamespaces() {
+		f, err := factoryFor(ns)
+		if err != nil {
+			return err
+		}
+		cf, err := core.NewFactoryFromConfigWithOptions(cfg, &core.FactoryOptions{SharedControllerFactory: f})
+		if err != nil {
+			return fmt.Errorf("core factory: %w", err)
+		}
+		services[ns] = cf.Core().V1().Service()
+	}
+
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
@@ -200,10 +220,14 @@ func run() error {
 	})
 	opts := shardset.Options{ConfigMap: ref, Sources: set.Sources}
 	if *allowPlacement {
-		placing = placer.New(meta, set.Mapped, tracker, recorder)
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("dynamic client: %w", err)
+		}
+		placing = placer.New(meta, dyn, set.Mapped, tracker, recorder)
 		opts.Placer = placing
 	}
-	ctrl = shardset.Register(ctx, opts, configMaps, configMaps, deployments, tracker, recorder)
+	ctrl = shardset.Register(ctx, opts, configMaps, configMaps, deployments, services, tracker, recorder)
 
 	// run starts the caches and the controllers. With leader election only
 	// the leader runs it: a standby holds no cache and makes no request

@@ -53,6 +53,9 @@ type Object struct {
 	Weight int
 	// Deleting is true once the object has a deletion timestamp.
 	Deleting bool
+	// Derived is true for objects of a derived kind (source.MappedKind):
+	// guarded, never placed.
+	Derived bool
 }
 
 // Ref names the object in messages and placement rounds: "kind
@@ -89,6 +92,7 @@ type entry struct {
 type shardIndex struct {
 	kind     string
 	label    string
+	derived  bool
 	onChange func()
 
 	mu      sync.RWMutex
@@ -99,8 +103,8 @@ type shardIndex struct {
 	synced  bool
 }
 
-func newShardIndex(kind, label string, onChange func()) *shardIndex {
-	return &shardIndex{kind: kind, label: label, onChange: onChange,
+func newShardIndex(kind, label string, derived bool, onChange func()) *shardIndex {
+	return &shardIndex{kind: kind, label: label, derived: derived, onChange: onChange,
 		byKey: map[string]*entry{}, members: map[string]map[string]*entry{},
 		strs: map[string]string{}, sets: map[string]*labelSet{}}
 }
@@ -373,7 +377,7 @@ func (s *shardIndex) count(shard string) int {
 
 func (s *shardIndex) object(key string, e *entry) Object {
 	ns, name, _ := strings.Cut(key, "/")
-	o := Object{Kind: s.kind, Namespace: ns, Name: name, ResourceVersion: e.rv,
+	o := Object{Kind: s.kind, Derived: s.derived, Namespace: ns, Name: name, ResourceVersion: e.rv,
 		Shard: e.shard, Labelled: e.labelled, AssignedShard: e.assigned,
 		Weight: int(e.weight), Deleting: e.deleting}
 	if e.labels != nil {

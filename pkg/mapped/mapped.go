@@ -150,7 +150,7 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 			return client.Watch(ctx, o)
 		},
 	}
-	index := newShardIndex(k.spec.Name(), k.spec.Label, t.onChange)
+	index := newShardIndex(k.spec.Name(), k.spec.Label, k.spec.Derived, t.onChange)
 	r := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, index, cache.ReflectorOptions{
 		Name: k.spec.Resource.String(),
 	})

@@ -22,7 +22,7 @@ func obj(ns, name, shard string, deleting bool) *metav1.PartialObjectMetadata {
 
 func TestShardIndex(t *testing.T) {
 	changes := 0
-	s := newShardIndex("gitrepos", label, func() { changes++ })
+	s := newShardIndex("gitrepos", label, false, func() { changes++ })
 	assert.False(t, s.hasSynced())
 
 	require.NoError(t, s.Replace([]any{obj("a", "r1", "s1", false), obj("a", "r2", "s1", false), obj("b", "r3", "s2", false)}, "1"))
@@ -62,7 +62,7 @@ func TestShardIndex(t *testing.T) {
 }
 
 func TestShardIndexSharesIDs(t *testing.T) {
-	s := newShardIndex("gitrepos", label, func() {})
+	s := newShardIndex("gitrepos", label, false, func() {})
 	require.NoError(t, s.Add(obj("a", "r1", string([]byte("shard-x")), false)))
 	require.NoError(t, s.Add(obj("a", "r2", string([]byte("shard-x")), false)))
 	a, b := s.byKey["a/r1"], s.byKey["a/r2"]
@@ -81,7 +81,7 @@ func keys(objs []Object) []string {
 
 func TestShardIndexPlacementFacts(t *testing.T) {
 	changes := 0
-	s := newShardIndex("gitrepos", label, func() { changes++ })
+	s := newShardIndex("gitrepos", label, false, func() { changes++ })
 	placed := obj("a", "placed", "s1", false)
 	placed.Annotations = map[string]string{AssignedShardAnnotation: "s1", AssignedAtAnnotation: "2026-11-29T20:00:00Z",
 		WeightAnnotation: "7", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
@@ -133,7 +133,7 @@ func TestShardIndexPlacementFacts(t *testing.T) {
 }
 
 func TestShardIndexForgetsLabelSets(t *testing.T) {
-	s := newShardIndex("gitrepos", label, func() {})
+	s := newShardIndex("gitrepos", label, false, func() {})
 	require.NoError(t, s.Replace([]any{obj("a", "r1", "s1", false), obj("a", "r2", "s1", false)}, "1"))
 	require.Len(t, s.sets, 1, "one shared set for {team: x}")
 	odd := obj("a", "r3", "s1", false)

@@ -15,12 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -51,18 +52,43 @@ func (r result) total() int {
 // placement's record, with o's resourceVersion as precondition, so that a
 // label someone set meanwhile is never overwritten.
 func Patch(o mapped.Object, label, to string, now time.Time) ([]byte, error) {
-	return json.Marshal(map[string]any{"metadata": map[string]any{
+	return json.Marshal(patch(o, label, to, now))
+}
+
+func patch(o mapped.Object, label, to string, now time.Time) map[string]any {
+	return map[string]any{"metadata": map[string]any{
 		"resourceVersion": o.ResourceVersion,
 		"labels":          map[string]string{label: to},
 		"annotations": map[string]string{
 			mapped.AssignedShardAnnotation: to,
 			mapped.AssignedAtAnnotation:    now.UTC().Format(time.RFC3339),
 		},
-	}})
+	}}
 }
 
-// apply writes the moves, a few at a time.
-func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[string]mapped.Object, now time.Time) result {
+// BumpPatch is Patch that also sets the integer field at path (as
+// "spec.forceSyncGeneration") to value. In one write with the label, the
+// controller of the new shard is the one that sees the bump: Fleet's gitjob
+// then runs `fleet apply` again, which relabels the GitRepo's Bundles.
+func BumpPatch(o mapped.Object, label, to string, now time.Time, path string, value int64) ([]byte, error) {
+	body := patch(o, label, to, now)
+	fields := strings.Split(path, ".")
+	m := body
+	for _, f := range fields[:len(fields)-1] {
+		next, ok := m[f].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[f] = next
+		}
+		m = next
+	}
+	m[fields[len(fields)-1]] = value
+	return json.Marshal(body)
+}
+
+// apply writes the moves, a few at a time. An object in owners (one with
+// derived objects) of a kind with BumpOnMove is bumped as it moves.
+func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[string]mapped.Object, owners map[string]bool, now time.Time) result {
 	res := result{moved: map[placement.Reason]int{}, to: map[string]int{}, from: map[string]int{}}
 	var mu sync.Mutex
 	sem := make(chan struct{}, writeParallelism)
@@ -80,7 +106,7 @@ func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[st
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			err := p.relabel(ctx, o, kind.Resource, kind.Label, m.To, now)
+			err := p.relabel(ctx, o, kind, m.To, now, kind.BumpOnMove != "" && owners[o.Namespace+"/"+o.Name])
 			outcome := "moved"
 			mu.Lock()
 			defer mu.Unlock()
@@ -105,17 +131,42 @@ func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[st
 	return res
 }
 
-func (p *Placer) relabel(ctx context.Context, o mapped.Object, gvr schema.GroupVersionResource, label, to string, now time.Time) error {
-	body, err := Patch(o, label, to, now)
+func (p *Placer) relabel(ctx context.Context, o mapped.Object, kind source.MappedKind, to string, now time.Time, bump bool) error {
+	body, err := Patch(o, kind.Label, to, now)
+	if bump {
+		var value int64
+		if value, err = p.bumped(ctx, o, kind); err != nil {
+			return err
+		}
+		body, err = BumpPatch(o, kind.Label, to, now, kind.BumpOnMove, value)
+	}
 	if err != nil {
 		return fmt.Errorf("building the patch of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 	}
-	_, err = p.client.Resource(gvr).Namespace(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{})
+	_, err = p.client.Resource(kind.Resource).Namespace(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("relabelling %s %s/%s to shard %s: %w", o.Kind, o.Namespace, o.Name, to, err)
 	}
 	logrus.WithFields(logrus.Fields{"kind": o.Kind, "namespace": o.Namespace, "name": o.Name, "shard": to}).Debug("relabelled")
 	return nil
+}
+
+// bumped reads the object's BumpOnMove field and returns it plus one. The
+// object must still be the one the decision saw: a newer resourceVersion is
+// a conflict, decided again from the cache.
+func (p *Placer) bumped(ctx context.Context, o mapped.Object, kind source.MappedKind) (int64, error) {
+	full, err := p.reader.Resource(kind.Resource).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("reading %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+	}
+	if full.GetResourceVersion() != o.ResourceVersion {
+		return 0, apierrors.NewConflict(kind.Resource.GroupResource(), o.Name, errors.New("changed since the placement decision"))
+	}
+	v, _, err := unstructured.NestedInt64(full.Object, strings.Split(kind.BumpOnMove, ".")...)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s/%s: %s: %w", o.Kind, o.Namespace, o.Name, kind.BumpOnMove, err)
+	}
+	return v + 1, nil
 }
 
 // report emits one Event for a round's moves, and one for its errors.

@@ -8,6 +8,24 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
+// Owners returns "namespace/name" of the objects that have derived objects
+// in the cache, as the derived objects' owner labels (by kind name) name
+// them: the GitRepos that have Bundles.
+func Owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool {
+	out := map[string]bool{}
+	if len(ownerLabels) == 0 {
+		return out
+	}
+	for _, o := range objs {
+		if label, ok := ownerLabels[o.Kind]; ok && o.Derived {
+			if name := o.Labels[label]; name != "" {
+				out[o.Namespace+"/"+name] = true
+			}
+		}
+	}
+	return out
+}
+
 // Input turns the cached objects into one round's placement input, and
 // returns the objects by Key so that each move can be written with the
 // resourceVersion the decision saw.
@@ -24,6 +42,9 @@ func Input(st State, objs []mapped.Object, now time.Time, budget int) (placement
 	}
 	load := 0
 	for _, o := range objs {
+		if o.Derived {
+			continue // follows the object it was made from: no load of its own
+		}
 		k := o.Ref()
 		index[k] = o
 		po := placement.Object{Key: k, Movable: plan.Movable(st.Placement, o), Weight: o.Weight, MovedAt: o.AssignedAt}

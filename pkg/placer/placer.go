@@ -14,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 
@@ -56,12 +57,16 @@ type State struct {
 
 // Placer relabels mapped objects. It runs only on the leader.
 type Placer struct {
-	client   metadata.Interface
-	kinds    map[string]source.MappedKind
-	objects  Objects
-	recorder record.EventRecorder
-	now      func() time.Time
-	wake     chan struct{}
+	client metadata.Interface
+	// reader reads whole objects, for the kinds whose move bumps a field.
+	reader dynamic.Interface
+	kinds  map[string]source.MappedKind
+	// ownerLabels are the derived kinds' OwnerLabel, by kind name.
+	ownerLabels map[string]string
+	objects     Objects
+	recorder    record.EventRecorder
+	now         func() time.Time
+	wake        chan struct{}
 
 	mu    sync.Mutex
 	state State
@@ -71,12 +76,18 @@ type Placer struct {
 	windowMoves int
 }
 
-// New returns a Placer for the mapped kinds.
-func New(client metadata.Interface, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Placer {
-	p := &Placer{client: client, kinds: map[string]source.MappedKind{}, objects: objects, recorder: recorder,
-		now: time.Now, wake: make(chan struct{}, 1)}
+// New returns a Placer for the mapped kinds. Derived kinds are never
+// moved: they follow the objects they are made from.
+func New(client metadata.Interface, reader dynamic.Interface, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Placer {
+	p := &Placer{client: client, reader: reader, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
+		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1)}
 	for _, k := range kinds {
-		p.kinds[k.Name()] = k
+		switch {
+		case !k.Derived:
+			p.kinds[k.Name()] = k
+		case k.OwnerLabel != "":
+			p.ownerLabels[k.Name()] = k.OwnerLabel
+		}
 	}
 	return p
 }
@@ -157,12 +168,13 @@ func (p *Placer) round(ctx context.Context) time.Duration {
 	if !p.objects.Synced() || st.ConfigMap == nil {
 		return retryAfter
 	}
-	in, index := Input(st, p.objects.All(), now, budget)
+	objs := p.objects.All()
+	in, index := Input(st, objs, now, budget)
 	moves := placement.Plan(in)
 	if len(moves) == 0 {
 		return st.Placement.Interval
 	}
-	res := p.apply(ctx, moves, index, now)
+	res := p.apply(ctx, moves, index, Owners(objs, p.ownerLabels), now)
 	p.mu.Lock()
 	p.windowMoves += res.paced
 	p.mu.Unlock()

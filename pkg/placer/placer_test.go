@@ -1,6 +1,7 @@
 package placer
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -8,12 +9,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
 func TestInput(t *testing.T) {
@@ -81,7 +88,7 @@ func TestSetWakesOnlyOnChange(t *testing.T) {
 	on, err := shardconfig.ParsePlacement("selector: team=a")
 	require.NoError(t, err)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}}
-	p := New(nil, nil, nil, nil)
+	p := New(nil, nil, nil, nil, nil)
 	woken := func() bool {
 		select {
 		case <-p.wake:
@@ -110,4 +117,65 @@ func TestSetWakesOnlyOnChange(t *testing.T) {
 	}
 	p.Wake()
 	assert.True(t, woken(), "a change of the objects always wakes it")
+}
+
+func TestBumpPatch(t *testing.T) {
+	now := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	o := mapped.Object{Namespace: "apps", Name: "r", ResourceVersion: "42"}
+	body, err := BumpPatch(o, "fleet.cattle.io/shard-ref", "shard-1", now, "spec.forceSyncGeneration", 4)
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(body, &got))
+	assert.Equal(t, map[string]any{"forceSyncGeneration": float64(4)}, got["spec"])
+	plain, err := Patch(o, "fleet.cattle.io/shard-ref", "shard-1", now)
+	require.NoError(t, err)
+	var want map[string]any
+	require.NoError(t, json.Unmarshal(plain, &want))
+	assert.Equal(t, want["metadata"], got["metadata"], "the label and the bump go in one write")
+}
+
+func TestBumpedReadsTheField(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "gitrepos"}
+	repo := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "fleet.cattle.io/v1alpha1", "kind": "GitRepo",
+		"metadata": map[string]any{"name": "r", "namespace": "apps", "resourceVersion": "42"},
+		"spec":     map[string]any{"forceSyncGeneration": int64(3)},
+	}}
+	fresh := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "fleet.cattle.io/v1alpha1", "kind": "GitRepo",
+		"metadata": map[string]any{"name": "fresh", "namespace": "apps", "resourceVersion": "7"},
+	}}
+	reader := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gvr: "GitRepoList"}, repo, fresh)
+	kind := source.MappedKind{Resource: gvr, Label: source.FleetShardRefLabel, BumpOnMove: "spec.forceSyncGeneration"}
+	p := New(nil, reader, []source.MappedKind{kind}, nil, nil)
+
+	v, err := p.bumped(context.Background(), mapped.Object{Namespace: "apps", Name: "r", ResourceVersion: "42"}, kind)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), v)
+	v, err = p.bumped(context.Background(), mapped.Object{Namespace: "apps", Name: "fresh", ResourceVersion: "7"}, kind)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), v, "an unset field counts as 0")
+	_, err = p.bumped(context.Background(), mapped.Object{Namespace: "apps", Name: "r", ResourceVersion: "41"}, kind)
+	assert.True(t, apierrors.IsConflict(err), "an object changed since the decision is decided again: %v", err)
+}
+
+func TestDerivedKindsAreNeverMoved(t *testing.T) {
+	bundles := source.MappedKind{Resource: schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "bundles"}, Derived: true}
+	p := New(nil, nil, []source.MappedKind{bundles}, nil, nil)
+	assert.Empty(t, p.kinds)
+	in, _ := Input(State{Targets: []string{"a"}}, []mapped.Object{{Kind: "bundles", Namespace: "n", Name: "b", Shard: "a", Labelled: true, Derived: true, Weight: 1}}, time.Now(), 10)
+	assert.Empty(t, in.Objects, "a Bundle is no load of its own")
+}
+
+func TestOwners(t *testing.T) {
+	objs := []mapped.Object{
+		{Kind: "gitrepos", Namespace: "apps", Name: "with-bundles"},
+		{Kind: "gitrepos", Namespace: "apps", Name: "fresh"},
+		{Kind: "bundles", Namespace: "apps", Name: "with-bundles-app", Derived: true, Labels: labels.Set{"fleet.cattle.io/repo-name": "with-bundles"}},
+		{Kind: "bundledeployments", Namespace: "cluster-1", Name: "x", Derived: true, Labels: labels.Set{"fleet.cattle.io/repo-name": "fresh"}},
+	}
+	got := Owners(objs, map[string]string{"bundles": "fleet.cattle.io/repo-name"})
+	assert.Equal(t, map[string]bool{"apps/with-bundles": true}, got,
+		"a GitRepo with Bundles is applied again on a move; a fresh one has nothing to carry along")
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
@@ -25,16 +23,17 @@ const (
 // its scope, nobody pinned it by hand and it is not being deleted (its
 // finalizers wait for the controller of the shard it is on).
 func Movable(p shardconfig.Placement, o mapped.Object) bool {
-	return p.InScope(o.Namespace, o.Labels) && !o.Pinned() && !o.Deleting
+	return !o.Derived && p.InScope(o.Namespace, o.Labels) && !o.Pinned() && !o.Deleting
 }
 
 // Pinned returns the objects mapped to shard that placement may not move,
-// as "kind namespace/name", and how many there are.
+// as "kind namespace/name", and how many there are. Derived objects are not
+// pinned: they leave with the objects they were made from.
 func Pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []string) {
 	count := 0
 	var sample []string
 	for _, o := range m.MappedTo(shard) {
-		if Movable(p, o) {
+		if o.Derived || Movable(p, o) {
 			continue
 		}
 		count++
@@ -47,17 +46,18 @@ func Pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []stri
 
 // AutoShards returns the shards "shards: auto" wants: the count follows the
 // number of objects in placement's scope, with hysteresis against the count
-// that runs now (the shard-N IDs that have Deployments).
-func AutoShards(cfg shardconfig.Config, inForce map[string][]*appsv1.Deployment, m Mapped) []shardconfig.Shard {
+// that runs now (the shard-N IDs among running, the shards in the cluster).
+// Derived objects (Bundles) follow their owners and are not counted.
+func AutoShards(cfg shardconfig.Config, running []string, m Mapped) []shardconfig.Shard {
 	current := 0
-	for id := range inForce {
+	for _, id := range running {
 		if shardconfig.AutoIndex(id) >= 0 {
 			current++
 		}
 	}
 	objects := 0
 	for _, o := range m.All() {
-		if cfg.Placement.InScope(o.Namespace, o.Labels) {
+		if !o.Derived && cfg.Placement.InScope(o.Namespace, o.Labels) {
 			objects++
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
@@ -29,9 +31,13 @@ const (
 	// StateWaiting: the shard was removed from the list, and its deletion
 	// waits until the mapped-object caches have synced.
 	StateWaiting = "Waiting"
-	// StateConflict: a Deployment with a shard Deployment's name exists but
-	// is not managed by shardkeeper.
+	// StateConflict: a Deployment or Service with a shard object's name
+	// exists but is not managed by shardkeeper.
 	StateConflict = "Conflict"
+	// StatePending: a listed shard's copy of a source is not created,
+	// because the source is not shard-aware (it would reconcile the
+	// shard's objects too).
+	StatePending = "Pending"
 )
 
 // SampleSize is how many mapped objects a message names.
@@ -53,10 +59,18 @@ type Mapped interface {
 	All() []mapped.Object
 }
 
-// SourceState is a source and its live Deployment (nil when absent).
+// SourceState is a source and its live Deployment and metrics Service (nil
+// when absent).
 type SourceState struct {
-	Source source.Source
-	Live   *appsv1.Deployment
+	Source      source.Source
+	Live        *appsv1.Deployment
+	LiveService *corev1.Service
+}
+
+// shardAware reports whether the source's main controller leaves the
+// sharded objects alone, as far as its arguments tell.
+func (s SourceState) shardAware() bool {
+	return s.Source.RequiredArg == "" || render.HasArg(s.Source, s.Live, s.Source.RequiredArg)
 }
 
 // Input is everything a decision depends on.
@@ -68,6 +82,9 @@ type Input struct {
 	// Deployments are the cached Deployments in the sources' namespaces,
 	// keyed "namespace/name".
 	Deployments map[string]*appsv1.Deployment
+	// Services are the cached Services in the sources' namespaces, keyed
+	// "namespace/name".
+	Services map[string]*corev1.Service
 	// Mapped counts the objects mapped to each shard.
 	Mapped Mapped
 	// ForceDeleted are shards this process force-deleted; a force-delete
@@ -77,7 +94,7 @@ type Input struct {
 	ConfigMap types.NamespacedName
 }
 
-// ActionKind is what to do with one Deployment.
+// ActionKind is what to do with one Deployment or Service.
 type ActionKind string
 
 // Action kinds.
@@ -88,7 +105,8 @@ const (
 	Delete  ActionKind = "delete"
 )
 
-// Action is one write to the cluster.
+// Action is one write to the cluster: of a Deployment, or of a Service
+// when Service is set.
 type Action struct {
 	Kind  ActionKind
 	Shard string
@@ -97,10 +115,33 @@ type Action struct {
 	Deployment *appsv1.Deployment
 	// Existing is the Deployment being updated or replaced.
 	Existing *appsv1.Deployment
+	// Service and ExistingService are the same for a shard's metrics
+	// Service (never replaced: its selector can change in place).
+	Service, ExistingService *corev1.Service
 	// Restore marks a write that undoes a change made by hand: an update
 	// although the render did not change, or a create for a shard that has
 	// its other Deployments.
 	Restore bool
+}
+
+// Object returns the object the action writes: the rendered one, or the
+// existing one for a delete.
+func (a Action) Object() metav1.Object {
+	if a.Service != nil {
+		return a.Service
+	}
+	return a.Deployment
+}
+
+// Ref names the object the action writes: "Deployment namespace/name" or
+// "Service namespace/name".
+func (a Action) Ref() string {
+	kind := "Deployment"
+	if a.Service != nil {
+		kind = "Service"
+	}
+	o := a.Object()
+	return kind + " " + o.GetNamespace() + "/" + o.GetName()
 }
 
 // Removal is a shard whose Deployments are deleted in this plan.
@@ -120,6 +161,9 @@ type ShardStatus struct {
 	Desired int            `json:"desired"`
 	Mapped  map[string]int `json:"mapped,omitempty"`
 	Message string         `json:"message,omitempty"`
+	// JobPlacement says why the shard's Jobs (Fleet's git Jobs) cannot be
+	// placed as the shard asks; the shard runs anyway.
+	JobPlacement string `json:"jobPlacement,omitempty"`
 }
 
 // Unknown is a shard ID that objects carry but no shard has.
@@ -127,6 +171,15 @@ type Unknown struct {
 	Shard  string
 	Count  int
 	Sample []string
+}
+
+// NotShardAware is a source whose main controller lacks the argument that
+// keeps it off the sharded objects.
+type NotShardAware struct {
+	// Source is "namespace/name" of the source Deployment.
+	Source string `json:"source"`
+	// Needs is the argument it must be started with.
+	Needs string `json:"needs"`
 }
 
 // Plan is the outcome of a decision.
@@ -141,10 +194,12 @@ type Plan struct {
 	// is carried out, and ForceChanged whether it differs.
 	Force        shardconfig.Force
 	ForceChanged bool
-	// Conflicts are "namespace/name" of unmanaged Deployments in the way.
+	// Conflicts are "Kind namespace/name" of unmanaged Deployments and
+	// Services in the way.
 	Conflicts []string
-	// NotShardAware are sources that would also reconcile sharded objects.
-	NotShardAware []string
+	// NotShardAware are sources that would also reconcile sharded objects;
+	// no new copy of them is created.
+	NotShardAware []NotShardAware
 	// RenderErrors are sources that could not be rendered.
 	RenderErrors []string
 	// Unknown are shard IDs on objects that no shard serves.
@@ -156,37 +211,63 @@ type Plan struct {
 	Targets, Draining []string
 }
 
-// shardsInForce returns the shards that have managed Deployments, with those
-// Deployments, derived from the cluster so a restart resumes where it stopped.
-func shardsInForce(sources []SourceState, deployments map[string]*appsv1.Deployment) map[string][]*appsv1.Deployment {
-	out := map[string][]*appsv1.Deployment{}
+// inForce is what a shard has in the cluster: its managed Deployments and
+// metrics Services.
+type inForce struct {
+	deployments []*appsv1.Deployment
+	services    []*corev1.Service
+}
+
+// shardsInForce returns the shards that have managed Deployments or
+// Services, with those objects, derived from the cluster so a restart
+// resumes where it stopped.
+func shardsInForce(sources []SourceState, deployments map[string]*appsv1.Deployment, services map[string]*corev1.Service) map[string]*inForce {
+	out := map[string]*inForce{}
+	shard := func(ns, name, prefix string, o metav1.Object) *inForce {
+		if o.GetNamespace() != ns || !render.IsManaged(o) || !strings.HasPrefix(o.GetName(), prefix) {
+			return nil
+		}
+		id := strings.TrimPrefix(o.GetName(), prefix)
+		if shardconfig.ValidateID(id) != nil {
+			return nil
+		}
+		if out[id] == nil {
+			out[id] = &inForce{}
+		}
+		return out[id]
+	}
 	for _, s := range sources {
-		prefix := s.Source.Name + "-shard-"
 		for _, d := range deployments {
-			if d.Namespace != s.Source.Namespace || !render.IsManaged(d) || !strings.HasPrefix(d.Name, prefix) {
-				continue
+			if f := shard(s.Source.Namespace, d.Name, s.Source.Name+"-shard-", d); f != nil {
+				f.deployments = append(f.deployments, d)
 			}
-			id := strings.TrimPrefix(d.Name, prefix)
-			if shardconfig.ValidateID(id) != nil {
-				continue
+		}
+		if s.Source.MetricsService == "" {
+			continue
+		}
+		for _, svc := range services {
+			if f := shard(s.Source.Namespace, svc.Name, s.Source.MetricsService+"-shard-", svc); f != nil {
+				f.services = append(f.services, svc)
 			}
-			out[id] = append(out[id], d)
 		}
 	}
-	for _, ds := range out {
-		sort.Slice(ds, func(i, j int) bool { return ds[i].Namespace+"/"+ds[i].Name < ds[j].Namespace+"/"+ds[j].Name })
+	for _, f := range out {
+		sort.Slice(f.deployments, func(i, j int) bool { return key(f.deployments[i]) < key(f.deployments[j]) })
+		sort.Slice(f.services, func(i, j int) bool { return key(f.services[i]) < key(f.services[j]) })
 	}
 	return out
 }
 
+func key(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+
 // validateForce checks the force-delete annotation against the shards that
 // exist: naming a shard that is neither listed nor running is a mistake
 // (a typo would otherwise wait, armed, for a later shard of that name).
-func validateForce(in Input, inForce map[string][]*appsv1.Deployment) error {
+func validateForce(in Input, running map[string]*inForce) error {
 	desired := in.Config.IDs()
 	var unknown []string
 	for _, id := range in.Config.Force.IDs {
-		if !desired[id] && len(inForce[id]) == 0 && !in.ForceDeleted[id] {
+		if !desired[id] && running[id] == nil && !in.ForceDeleted[id] {
 			unknown = append(unknown, id)
 		}
 	}
@@ -197,14 +278,125 @@ func validateForce(in Input, inForce map[string][]*appsv1.Deployment) error {
 	return nil
 }
 
+// listed is what deciding one listed shard produces.
+type listed struct {
+	actions   []Action
+	conflicts []string
+	// withheld are copies not created because their source is not
+	// shard-aware.
+	withheld []string
+}
+
+// decideListed decides the writes of one listed shard and fills in its
+// status: Desired, Ready, and the state and message of a conflict or a
+// withheld copy.
+func decideListed(in Input, shard shardconfig.Shard, isNew bool, st *ShardStatus, renderErr func(error)) listed {
+	var out listed
+	for _, s := range in.Sources {
+		if s.Live == nil {
+			continue
+		}
+		st.Desired++
+		existing := in.Deployments[s.Source.Namespace+"/"+s.Source.CloneName(shard.ID)]
+		if existing != nil && !render.IsManaged(existing) {
+			out.conflicts = append(out.conflicts, "Deployment "+key(existing))
+			continue
+		}
+		rendered, err := render.Render(s.Source, s.Live, shard)
+		if err != nil {
+			renderErr(err)
+			continue
+		}
+		switch {
+		case existing == nil && !s.shardAware():
+			out.withheld = append(out.withheld, rendered.Name)
+			continue
+		case existing == nil:
+			out.actions = append(out.actions, Action{Kind: Create, Shard: shard.ID, Deployment: rendered, Restore: !isNew})
+		case existing.DeletionTimestamp != nil:
+			// Being deleted (a replace in progress, or by hand): it is
+			// created again once it is gone.
+		case !s.shardAware():
+			// Left as it is until the source is shard-aware again: the
+			// SourceNotShardAware warning stands meanwhile.
+			if Ready(existing) {
+				st.Ready++
+			}
+		default:
+			if render.SelectorChanged(rendered, existing) {
+				kept, ok := render.KeepSelector(rendered, existing)
+				if !ok {
+					out.actions = append(out.actions, Action{Kind: Replace, Shard: shard.ID, Deployment: rendered, Existing: existing})
+					break
+				}
+				rendered = kept
+			}
+			if !render.UpToDate(rendered, existing) {
+				out.actions = append(out.actions, Action{Kind: Update, Shard: shard.ID, Deployment: rendered, Existing: existing,
+					Restore: existing.Annotations[render.SpecHashAnnotation] == rendered.Annotations[render.SpecHashAnnotation]})
+			}
+			if Ready(existing) {
+				st.Ready++
+			}
+		}
+		a, conflict, err := decideService(in, s, shard, isNew)
+		switch {
+		case err != nil:
+			renderErr(err)
+		case conflict != "":
+			out.conflicts = append(out.conflicts, conflict)
+		case a != nil:
+			out.actions = append(out.actions, *a)
+		}
+	}
+	switch {
+	case len(out.conflicts) > 0:
+		st.State = StateConflict
+		st.Message = fmt.Sprintf("%s exists but is not managed by shardkeeper; it is left alone. Delete it, or label it %s=%s to hand it over",
+			strings.Join(out.conflicts, ", "), render.ManagedByLabel, render.ManagedByValue)
+	case len(out.withheld) > 0:
+		st.State = StatePending
+		st.Message = fmt.Sprintf("%s not created: its source would reconcile this shard's objects too (see the %s warning); it is created once the source is shard-aware",
+			strings.Join(out.withheld, ", "), "SourceNotShardAware")
+	}
+	return out
+}
+
+// decideService decides the write of a shard's copy of the source's metrics
+// Service, if the source has one. It returns the conflicting Service's
+// name when an unmanaged Service holds the copy's name.
+func decideService(in Input, s SourceState, shard shardconfig.Shard, isNew bool) (*Action, string, error) {
+	if s.Source.MetricsService == "" || s.LiveService == nil {
+		return nil, "", nil
+	}
+	existing := in.Services[s.Source.Namespace+"/"+s.Source.ServiceCloneName(shard.ID)]
+	if existing != nil && !render.IsManaged(existing) {
+		return nil, "Service " + key(existing), nil
+	}
+	rendered, err := render.RenderService(s.Source, s.LiveService, shard)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case existing == nil:
+		return &Action{Kind: Create, Shard: shard.ID, Service: rendered, Restore: !isNew}, "", nil
+	case existing.DeletionTimestamp != nil:
+		return nil, "", nil
+	case !render.ServiceUpToDate(rendered, existing):
+		return &Action{Kind: Update, Shard: shard.ID, Service: rendered, ExistingService: existing,
+			Restore: existing.Annotations[render.SpecHashAnnotation] == rendered.Annotations[render.SpecHashAnnotation]}, "", nil
+	}
+	return nil, "", nil
+}
+
 // Decide computes the plan for a valid configuration.
 func Decide(in Input) (Plan, error) {
-	inForce := shardsInForce(in.Sources, in.Deployments)
+	running := shardsInForce(in.Sources, in.Deployments, in.Services)
 	synced := in.Mapped.Synced()
 	if in.Config.Auto {
-		in.Config.Shards = autoShards(in, inForce, synced)
+		in.Config.Shards = autoShards(in, running, synced)
 	}
-	if err := validateForce(in, inForce); err != nil {
+	if err := validateForce(in, running); err != nil {
 		return Plan{}, err
 	}
 	p := Plan{NewShards: map[string]bool{}}
@@ -212,62 +404,27 @@ func Decide(in Input) (Plan, error) {
 	place := in.Config.Placement
 
 	for _, s := range in.Sources {
-		if s.Live != nil && s.Source.RequiredArg != "" && !render.HasArg(s.Source, s.Live, s.Source.RequiredArg) {
-			p.NotShardAware = append(p.NotShardAware, s.Source.Key())
+		if s.Live != nil && !s.shardAware() {
+			p.NotShardAware = append(p.NotShardAware, NotShardAware{Source: s.Source.Key(), Needs: s.Source.RequiredArg})
 		}
 	}
 
 	renderFailed := map[string]bool{}
+	renderErr := func(err error) {
+		if !renderFailed[err.Error()] {
+			renderFailed[err.Error()] = true
+			p.RenderErrors = append(p.RenderErrors, err.Error())
+		}
+	}
 	for _, shard := range in.Config.Shards {
-		if len(inForce[shard.ID]) == 0 {
+		if running[shard.ID] == nil {
 			p.NewShards[shard.ID] = true
 		}
 		st := ShardStatus{ID: shard.ID, State: StateActive}
-		var conflicts []string
-		for _, s := range in.Sources {
-			if s.Live == nil {
-				continue
-			}
-			st.Desired++
-			existing := in.Deployments[s.Source.Namespace+"/"+s.Source.CloneName(shard.ID)]
-			if existing != nil && !render.IsManaged(existing) {
-				conflicts = append(conflicts, existing.Namespace+"/"+existing.Name)
-				continue
-			}
-			rendered, err := render.Render(s.Source, s.Live, shard)
-			if err != nil {
-				if !renderFailed[s.Source.Key()] {
-					renderFailed[s.Source.Key()] = true
-					p.RenderErrors = append(p.RenderErrors, err.Error())
-				}
-				continue
-			}
-			switch {
-			case existing == nil:
-				p.Actions = append(p.Actions, Action{Kind: Create, Shard: shard.ID, Deployment: rendered, Restore: !p.NewShards[shard.ID]})
-			case existing.DeletionTimestamp != nil:
-				// Being deleted (a replace in progress, or by hand): it is
-				// created again once it is gone.
-			case render.SelectorChanged(rendered, existing):
-				p.Actions = append(p.Actions, Action{Kind: Replace, Shard: shard.ID, Deployment: rendered, Existing: existing})
-			case !render.UpToDate(rendered, existing):
-				p.Actions = append(p.Actions, Action{Kind: Update, Shard: shard.ID, Deployment: rendered, Existing: existing,
-					Restore: existing.Annotations[render.SpecHashAnnotation] == rendered.Annotations[render.SpecHashAnnotation]})
-				if Ready(existing) {
-					st.Ready++
-				}
-			default:
-				if Ready(existing) {
-					st.Ready++
-				}
-			}
-		}
-		if len(conflicts) > 0 {
-			st.State = StateConflict
-			st.Message = fmt.Sprintf("Deployment %s exists but is not managed by shardkeeper; it is left alone. Delete it, or label it %s=%s to hand it over",
-				strings.Join(conflicts, ", "), render.ManagedByLabel, render.ManagedByValue)
-			p.Conflicts = append(p.Conflicts, conflicts...)
-		}
+		d := decideListed(in, shard, p.NewShards[shard.ID], &st, renderErr)
+		p.Actions = append(p.Actions, d.actions...)
+		p.Conflicts = append(p.Conflicts, d.conflicts...)
+		st.JobPlacement = JobPlacementMismatch(in, shard)
 		st.Mapped = nonZero(in.Mapped.Counts(shard.ID))
 		switch {
 		case !place.Enabled || st.State == StateConflict:
@@ -288,11 +445,11 @@ func Decide(in Input) (Plan, error) {
 
 	force := in.Config.Force
 	var consumed []string
-	for _, id := range slices.Sorted(maps.Keys(inForce)) {
+	for _, id := range slices.Sorted(maps.Keys(running)) {
 		if desired[id] {
 			continue
 		}
-		deps := inForce[id]
+		deps, svcs := running[id].deployments, running[id].services
 		counts := nonZero(in.Mapped.Counts(id))
 		st := ShardStatus{ID: id, Mapped: counts, Desired: len(deps)}
 		for _, d := range deps {
@@ -338,9 +495,14 @@ func Decide(in Input) (Plan, error) {
 				p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Deployment: d})
 			}
 		}
+		for _, svc := range svcs {
+			if svc.DeletionTimestamp == nil {
+				p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Service: svc})
+			}
+		}
 	}
 	for _, id := range force.IDs {
-		if !desired[id] && len(inForce[id]) == 0 {
+		if !desired[id] && running[id] == nil {
 			consumed = append(consumed, id) // a leftover of an earlier forced deletion
 		}
 	}
@@ -354,7 +516,7 @@ func Decide(in Input) (Plan, error) {
 	for id := range desired {
 		known[id] = true
 	}
-	for id := range inForce {
+	for id := range running {
 		known[id] = true
 	}
 	for _, id := range in.Mapped.Shards() {
@@ -371,12 +533,12 @@ func Decide(in Input) (Plan, error) {
 
 // autoShards sizes "shards: auto". Until the caches have synced the count
 // of objects is wrong, so the shards that run stay as they are.
-func autoShards(in Input, inForce map[string][]*appsv1.Deployment, synced bool) []shardconfig.Shard {
+func autoShards(in Input, running map[string]*inForce, synced bool) []shardconfig.Shard {
 	if synced {
-		return AutoShards(in.Config, inForce, in.Mapped)
+		return AutoShards(in.Config, slices.Collect(maps.Keys(running)), in.Mapped)
 	}
 	var ids []int
-	for id := range inForce {
+	for id := range running {
 		if i := shardconfig.AutoIndex(id); i >= 0 {
 			ids = append(ids, i)
 		}
@@ -391,10 +553,23 @@ func autoShards(in Input, inForce map[string][]*appsv1.Deployment, synced bool) 
 
 // BlockedMessage says why a shard's deletion is blocked and how to force it.
 func BlockedMessage(cm types.NamespacedName, id string, counts map[string]int, sample []string) string {
-	return fmt.Sprintf("shard %s was removed from the list but %s are still mapped to it (%s); its Deployments are kept. "+
+	msg := fmt.Sprintf("shard %s was removed from the list but %s are still mapped to it (%s); its Deployments are kept. "+
 		"Relabel or delete those objects and the shard is deleted by itself, or force it with: kubectl -n %s annotate configmap %s %s=%s",
 		id, FormatCounts(counts), strings.Join(sample, ", "), cm.Namespace, cm.Name, shardconfig.ForceDeleteAnnotation, id)
+	if counts["bundles"]+counts["bundledeployments"] > 0 {
+		msg += ". " + BundlesHint
+	}
+	return msg
 }
+
+// BundlesHint says how Fleet's Bundles follow a GitRepo that was moved by
+// hand: gitjob passes a GitRepo's labels to `fleet apply` only when it runs
+// a new job (a new commit, a spec change, or spec.forceSyncGeneration
+// differing from status.updateGeneration), and fleet-controller then
+// relabels the BundleDeployments.
+const BundlesHint = "Bundles take a GitRepo's shard label only when it is applied again: after relabelling a GitRepo by hand, " +
+	"add one to its spec.forceSyncGeneration (kubectl -n NAMESPACE patch gitrepo NAME --type merge -p '{\"spec\":{\"forceSyncGeneration\":N}}'). " +
+	"A HelmOp's Bundle takes the shard label of the HelmOp's spec.labels, not of its own labels"
 
 // FormatCounts renders per-kind counts as "2 gitrepos, 1 helmreleases".
 func FormatCounts(counts map[string]int) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -95,13 +96,14 @@ type world struct {
 	t       *testing.T
 	sources []SourceState
 	deps    map[string]*appsv1.Deployment
+	svcs    map[string]*corev1.Service
 	mapped  fakeMapped
 }
 
 func newWorld(t *testing.T) *world {
 	set, err := source.Build(source.Options{Presets: []string{"fleet"}, FleetNamespace: ns})
 	require.NoError(t, err)
-	w := &world{t: t, deps: map[string]*appsv1.Deployment{}, mapped: fakeMapped{synced: true, objects: map[string]map[string][]string{}}}
+	w := &world{t: t, deps: map[string]*appsv1.Deployment{}, svcs: map[string]*corev1.Service{}, mapped: fakeMapped{synced: true, objects: map[string]map[string][]string{}}}
 	lives := map[string]*appsv1.Deployment{"fleet-controller": fixture.FleetController(ns), "gitjob": fixture.Gitjob(ns)} // no helmops: an older Fleet
 	for _, s := range set.Sources {
 		live := lives[s.Name]
@@ -120,13 +122,25 @@ func (w *world) config(shards string, force string) shardconfig.Config {
 }
 
 func (w *world) decide(shards, force string) (Plan, error) {
-	return Decide(Input{Config: w.config(shards, force), Sources: w.sources, Deployments: w.deps, Mapped: w.mapped,
+	return Decide(Input{Config: w.config(shards, force), Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: w.mapped,
 		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}})
 }
 
 // converge applies the plan's actions to the world, as the API server would.
 func (w *world) converge(p Plan) {
 	for _, a := range p.Actions {
+		if a.Service != nil {
+			key := a.Service.Namespace + "/" + a.Service.Name
+			switch a.Kind {
+			case Create, Update:
+				svc := a.Service.DeepCopy()
+				svc.UID = types.UID("uid-" + svc.Name)
+				w.svcs[key] = svc
+			case Delete:
+				delete(w.svcs, key)
+			}
+			continue
+		}
 		key := a.Deployment.Namespace + "/" + a.Deployment.Name
 		switch a.Kind {
 		case Create, Update:
@@ -144,7 +158,7 @@ func (w *world) converge(p Plan) {
 func kinds(p Plan) map[ActionKind][]string {
 	out := map[ActionKind][]string{}
 	for _, a := range p.Actions {
-		out[a.Kind] = append(out[a.Kind], a.Deployment.Name)
+		out[a.Kind] = append(out[a.Kind], a.Object().GetName())
 	}
 	for _, v := range out {
 		sort.Strings(v)
@@ -291,7 +305,7 @@ func TestConflictAndUnmanaged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[ActionKind][]string{Create: {"fleet-controller-shard-a"}}, kinds(p))
 	assert.Equal(t, StateConflict, p.Shards[0].State)
-	assert.Equal(t, []string{ns + "/gitjob-shard-a"}, p.Conflicts)
+	assert.Equal(t, []string{"Deployment " + ns + "/gitjob-shard-a"}, p.Conflicts)
 	assert.Len(t, p.Shards, 1, "an unmanaged Deployment is not a shard in force")
 }
 
@@ -310,7 +324,26 @@ func TestHandOver(t *testing.T) {
 
 	p, err = w.decide("a", "")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"fleet-controller-shard-a"}, kinds(p)[Replace], "its shared selector is replaced by an own one")
+	assert.Empty(t, kinds(p)[Replace], "its shared selector selects the rendered pods: it is kept, so the Deployment is never missing")
+	require.Contains(t, kinds(p)[Update], "fleet-controller-shard-a")
+	for _, a := range p.Actions {
+		if a.Deployment != nil && a.Deployment.Name == "fleet-controller-shard-a" {
+			assert.Equal(t, old.Spec.Selector, a.Deployment.Spec.Selector)
+			assert.Equal(t, "a", a.Deployment.Spec.Template.Labels[source.FleetShardIDLabel])
+		}
+	}
+	w.converge(p)
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions, "the kept selector is stable: nothing to write once updated")
+
+	// A selector that would not select the rendered pods cannot be kept.
+	other := w.deps[ns+"/fleet-controller-shard-a"].DeepCopy()
+	other.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "something-else"}}
+	w.deps[ns+"/fleet-controller-shard-a"] = other
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fleet-controller-shard-a"}, kinds(p)[Replace])
 }
 
 func TestUnknownAndNotShardAware(t *testing.T) {
@@ -325,7 +358,7 @@ func TestUnknownAndNotShardAware(t *testing.T) {
 	}
 	p, err := Decide(in)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"flux-system/helm-controller"}, p.NotShardAware)
+	assert.Equal(t, []NotShardAware{{Source: "flux-system/helm-controller", Needs: "--watch-label-selector=!sharding.fluxcd.io/key"}}, p.NotShardAware)
 	require.Len(t, p.Unknown, 1)
 	assert.Equal(t, Unknown{Shard: "typo", Count: 2, Sample: []string{"helmreleases x/2", "helmreleases x/3"}}, p.Unknown[0])
 }

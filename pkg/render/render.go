@@ -7,12 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -37,10 +39,12 @@ const (
 	SpecHashAnnotation = "shardkeeper.io/spec-hash"
 )
 
-// droppedLabels belong to whoever installed the source (Helm, mostly); a
-// clone carrying them would look like part of that release.
+// droppedLabels belong to whoever installed the source (Helm, or Flux's own
+// kustomize-controller after `flux bootstrap`); a clone carrying them would
+// look like part of that release or Kustomization.
 var droppedLabels = []string{
 	ManagedByLabel, "app.kubernetes.io/instance", "helm.sh/chart", "heritage", "release",
+	"kustomize.toolkit.fluxcd.io/name", "kustomize.toolkit.fluxcd.io/namespace",
 }
 
 // Render returns the Deployment that runs src for shard, cloned from the
@@ -50,18 +54,7 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 		return nil, fmt.Errorf("source %s: Deployment not found", src.Key())
 	}
 	selector := map[string]string{ControllerLabel: src.Name, ShardLabel: shard.ID}
-
-	labels := map[string]string{}
-	for k, v := range live.Labels {
-		labels[k] = v
-	}
-	for _, k := range droppedLabels {
-		delete(labels, k)
-	}
-	labels[ManagedByLabel] = ManagedByValue
-	for k, v := range selector {
-		labels[k] = v
-	}
+	labels := cloneLabels(live.Labels, selector)
 
 	spec := *live.Spec.DeepCopy()
 	if shard.Replicas != nil {
@@ -71,16 +64,7 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 	spec.Selector = &metav1.LabelSelector{MatchLabels: selector}
 
 	tmpl := &spec.Template
-	podLabels := map[string]string{}
-	for k, v := range tmpl.Labels {
-		podLabels[k] = v
-	}
-	for _, k := range src.DropPodLabels {
-		delete(podLabels, k)
-	}
-	for k, v := range src.PodLabels {
-		podLabels[k] = strings.ReplaceAll(v, source.Placeholder, shard.ID)
-	}
+	podLabels := shardPodLabels(src, tmpl.Labels, shard.ID)
 	for k, v := range selector {
 		podLabels[k] = v
 	}
@@ -132,12 +116,58 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 		},
 		Spec: spec,
 	}
-	hash, err := specHash(d)
-	if err != nil {
+	if err := setHash(d); err != nil {
 		return nil, err
 	}
-	d.Annotations[SpecHashAnnotation] = hash
 	return d, nil
+}
+
+// cloneLabels returns the labels of a shard's copy of an object: the
+// source's, without the installer's, with shardkeeper's and extra.
+func cloneLabels(live, extra map[string]string) map[string]string {
+	labels := map[string]string{}
+	for k, v := range live {
+		labels[k] = v
+	}
+	for _, k := range droppedLabels {
+		delete(labels, k)
+	}
+	labels[ManagedByLabel] = ManagedByValue
+	for k, v := range extra {
+		labels[k] = v
+	}
+	return labels
+}
+
+// shardPodLabels turns the source's pod labels (or a selector of them) into
+// the shard's: the source's own shard labels are dropped and the shard's
+// added, as Fleet's chart does with fleet.cattle.io/shard-default and
+// fleet.cattle.io/shard-id.
+func shardPodLabels(src source.Source, labels map[string]string, shardID string) map[string]string {
+	out := map[string]string{}
+	for k, v := range labels {
+		out[k] = v
+	}
+	for _, k := range src.DropPodLabels {
+		delete(out, k)
+	}
+	for k, v := range src.PodLabels {
+		out[k] = strings.ReplaceAll(v, source.Placeholder, shardID)
+	}
+	return out
+}
+
+// setHash sets the spec-hash annotation of d from its labels and spec.
+func setHash(d *appsv1.Deployment) error {
+	hash, err := specHash(struct {
+		Labels map[string]string     `json:"labels"`
+		Spec   appsv1.DeploymentSpec `json:"spec"`
+	}{d.Labels, d.Spec})
+	if err != nil {
+		return fmt.Errorf("hashing %s: %w", d.Name, err)
+	}
+	d.Annotations[SpecHashAnnotation] = hash
+	return nil
 }
 
 func keepContainer(pod *corev1.PodSpec, src source.Source) (*corev1.Container, error) {
@@ -213,13 +243,10 @@ func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
 	return false
 }
 
-func specHash(d *appsv1.Deployment) (string, error) {
-	b, err := json.Marshal(struct {
-		Labels map[string]string     `json:"labels"`
-		Spec   appsv1.DeploymentSpec `json:"spec"`
-	}{d.Labels, d.Spec})
+func specHash(v any) (string, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return "", fmt.Errorf("hashing %s: %w", d.Name, err)
+		return "", err
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8]), nil
@@ -229,25 +256,74 @@ func specHash(d *appsv1.Deployment) (string, error) {
 // rendered one: same hash, and no field that the render sets was changed by
 // hand since (fields the API server defaults are ignored).
 func UpToDate(rendered, existing *appsv1.Deployment) bool {
-	if existing.Annotations[SpecHashAnnotation] != rendered.Annotations[SpecHashAnnotation] {
+	return metaUpToDate(rendered, existing) && equality.Semantic.DeepDerivative(rendered.Spec, existing.Spec)
+}
+
+// UpdatedDeployment returns existing with the rendered labels, annotations
+// and spec; labels and annotations that others set are kept.
+func UpdatedDeployment(rendered, existing *appsv1.Deployment) *appsv1.Deployment {
+	out := existing.DeepCopy()
+	mergeMeta(out, rendered)
+	out.Spec = rendered.Spec
+	return out
+}
+
+// metaUpToDate reports whether existing carries the rendered hash and every
+// rendered label.
+func metaUpToDate(rendered, existing metav1.Object) bool {
+	if existing.GetAnnotations()[SpecHashAnnotation] != rendered.GetAnnotations()[SpecHashAnnotation] {
 		return false
 	}
-	for k, v := range rendered.Labels {
-		if existing.Labels[k] != v {
+	for k, v := range rendered.GetLabels() {
+		if existing.GetLabels()[k] != v {
 			return false
 		}
 	}
-	return equality.Semantic.DeepDerivative(rendered.Spec, existing.Spec)
+	return true
+}
+
+// mergeMeta sets the rendered labels and annotations on dst, keeping the
+// others.
+func mergeMeta(dst, rendered metav1.Object) {
+	lbls, annotations := dst.GetLabels(), dst.GetAnnotations()
+	if lbls == nil {
+		lbls = map[string]string{}
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	maps.Copy(lbls, rendered.GetLabels())
+	maps.Copy(annotations, rendered.GetAnnotations())
+	dst.SetLabels(lbls)
+	dst.SetAnnotations(annotations)
 }
 
 // SelectorChanged reports whether the existing Deployment's selector differs
-// from the rendered one. The selector is immutable, so such a Deployment (one
-// handed over from Fleet's static shards, say) has to be replaced.
+// from the rendered one. The selector is immutable, so such a Deployment
+// has to be kept with its selector (KeepSelector) or replaced.
 func SelectorChanged(rendered, existing *appsv1.Deployment) bool {
 	return !equality.Semantic.DeepEqual(rendered.Spec.Selector, existing.Spec.Selector)
 }
 
-// IsManaged reports whether d carries shardkeeper's managed-by label.
-func IsManaged(d *appsv1.Deployment) bool {
-	return d.Labels[ManagedByLabel] == ManagedByValue
+// KeepSelector returns the rendered Deployment with the existing one's
+// selector, when that selector still selects the rendered pods. A shard
+// Deployment handed over from Fleet's chart selects `app: <controller>`,
+// which the rendered pods carry, so it is updated in place and never
+// missing; only a selector that would not select them forces a replace.
+func KeepSelector(rendered, existing *appsv1.Deployment) (*appsv1.Deployment, bool) {
+	sel, err := metav1.LabelSelectorAsSelector(existing.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(rendered.Spec.Template.Labels)) {
+		return nil, false
+	}
+	out := rendered.DeepCopy()
+	out.Spec.Selector = existing.Spec.Selector.DeepCopy()
+	if err := setHash(out); err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// IsManaged reports whether o carries shardkeeper's managed-by label.
+func IsManaged(o metav1.Object) bool {
+	return o.GetLabels()[ManagedByLabel] == ManagedByValue
 }

@@ -51,7 +51,8 @@ func TestRenderFleetController(t *testing.T) {
 	}
 	require.Len(t, pod.Spec.Containers, 1, "cleanup and agent-management containers stay with the unsharded pod")
 	assert.Equal(t, "fleet-controller", pod.Spec.Containers[0].Name)
-	assert.Equal(t, []string{"fleetcontroller", "--disable-metrics", "--shard-id=shard1"}, pod.Spec.Containers[0].Args)
+	assert.Equal(t, []string{"fleetcontroller"}, pod.Spec.Containers[0].Command)
+	assert.Equal(t, []string{"--shard-id=shard1"}, pod.Spec.Containers[0].Args)
 
 	// The live source is not modified.
 	assert.Len(t, live.Spec.Template.Spec.Containers, 3)
@@ -74,10 +75,11 @@ func TestRenderGitjobPlacement(t *testing.T) {
 	assert.Equal(t, int32(3), *d.Spec.Replicas)
 	pod := d.Spec.Template.Spec
 	assert.Equal(t, map[string]string{"kubernetes.io/os": "linux", "pool": "eu"}, pod.NodeSelector)
-	assert.Len(t, pod.Tolerations, 1)
+	assert.Equal(t, append(fixture.Gitjob("x").Spec.Template.Spec.Tolerations, shard.Tolerations...), pod.Tolerations,
+		"the shard's tolerations are added to the source's")
 	c := pod.Containers[0]
 	assert.Equal(t, "1Gi", c.Resources.Limits.Memory().String())
-	assert.Equal(t, []string{"fleetcontroller", "gitjob", "--gitjob-image", "rancher/fleet:v0.13.0", "--shard-id=eu", `--shard-node-selector={"pool":"eu"}`}, c.Args)
+	assert.Equal(t, []string{"gitjob", "--gitjob-image", fixture.Image, "--shard-id=eu", `--shard-node-selector={"pool":"eu"}`}, c.Args)
 
 	// Rendering twice gives the same hash; another setting another hash.
 	again, err := Render(src, live, shard)

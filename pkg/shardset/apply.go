@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -48,10 +49,10 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 				what = "missing; it was created again"
 			}
 			c.recorder.Eventf(cm, corev1.EventTypeWarning, status.ReasonShardRestored,
-				"Deployment %s/%s of shard %s was %s", a.Deployment.Namespace, a.Deployment.Name, a.Shard, what)
+				"%s of shard %s was %s", a.Ref(), a.Shard, what)
 		}
 		if a.Kind == plan.Create && p.NewShards[a.Shard] {
-			created[a.Shard] = append(created[a.Shard], a.Deployment.Name)
+			created[a.Shard] = append(created[a.Shard], a.Object().GetName())
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(created)) {
@@ -81,11 +82,54 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 }
 
 // write performs one action. Deletes carry the UID and resourceVersion seen
-// in the cache as preconditions, so a Deployment that changed hands (or was
+// in the cache as preconditions, so an object that changed hands (or was
 // replaced) since the decision is never deleted on stale grounds.
 func (c *Controller) write(a plan.Action) error {
+	log := logrus.WithFields(logrus.Fields{"shard": a.Shard, "object": a.Ref(), "action": a.Kind})
+	var err error
+	if a.Service != nil {
+		err = c.writeService(a)
+	} else {
+		err = c.writeDeployment(a)
+	}
+	if err != nil {
+		log.WithError(err).Warn("write failed; will retry")
+		return fmt.Errorf("%s %s: %w", a.Kind, a.Ref(), err)
+	}
+	log.Info("done")
+	return nil
+}
+
+// preconditions are the UID and resourceVersion that the decision saw.
+func preconditions(o metav1.Object) *metav1.DeleteOptions {
+	uid, rv := o.GetUID(), o.GetResourceVersion()
+	policy := metav1.DeletePropagationBackground
+	return &metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+		PropagationPolicy: &policy,
+	}
+}
+
+func (c *Controller) writeService(a plan.Action) error {
+	svc := a.Service
+	switch a.Kind {
+	case plan.Create:
+		_, err := c.services.Create(svc)
+		if apierrors.IsAlreadyExists(err) {
+			return nil // the cache is behind; its event brings the next reconcile
+		}
+		return err
+	case plan.Update:
+		_, err := c.services.Update(render.UpdatedService(svc, a.ExistingService))
+		return err
+	case plan.Delete:
+		return ignoreNotFound(c.services.Delete(svc.Namespace, svc.Name, preconditions(svc)))
+	}
+	return fmt.Errorf("unknown Service action %q", a.Kind)
+}
+
+func (c *Controller) writeDeployment(a plan.Action) error {
 	d := a.Deployment
-	log := logrus.WithFields(logrus.Fields{"shard": a.Shard, "deployment": d.Namespace + "/" + d.Name, "action": a.Kind})
 	var err error
 	switch a.Kind {
 	case plan.Create:
@@ -95,39 +139,15 @@ func (c *Controller) write(a plan.Action) error {
 			err = nil
 		}
 	case plan.Update:
-		upd := a.Existing.DeepCopy()
-		if upd.Labels == nil {
-			upd.Labels = map[string]string{}
-		}
-		if upd.Annotations == nil {
-			upd.Annotations = map[string]string{}
-		}
-		for k, v := range d.Labels {
-			upd.Labels[k] = v
-		}
-		for k, v := range d.Annotations {
-			upd.Annotations[k] = v
-		}
-		upd.Spec = d.Spec
-		_, err = c.deployments.Update(upd)
+		_, err = c.deployments.Update(render.UpdatedDeployment(d, a.Existing))
 	case plan.Replace, plan.Delete:
 		target := d
 		if a.Kind == plan.Replace {
 			target = a.Existing
 		}
-		uid, rv := target.UID, target.ResourceVersion
-		policy := metav1.DeletePropagationBackground
-		err = ignoreNotFound(c.deployments.Delete(target.Namespace, target.Name, &metav1.DeleteOptions{
-			Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
-			PropagationPolicy: &policy,
-		}))
+		err = ignoreNotFound(c.deployments.Delete(target.Namespace, target.Name, preconditions(target)))
 	default:
 		err = fmt.Errorf("unknown action %q", a.Kind)
 	}
-	if err != nil {
-		log.WithError(err).Warn("write failed; will retry")
-		return fmt.Errorf("%s Deployment %s/%s: %w", a.Kind, d.Namespace, d.Name, err)
-	}
-	log.Info("done")
-	return nil
+	return err
 }

@@ -107,6 +107,7 @@ func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
 	in := plan.Input{
 		Config:       cfg,
 		Deployments:  map[string]*appsv1.Deployment{},
+		Services:     map[string]*corev1.Service{},
 		Mapped:       c.mapped,
 		ForceDeleted: c.forceDeletedSnapshot(),
 		ConfigMap:    c.opts.ConfigMap,
@@ -120,8 +121,17 @@ func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
 			in.Deployments[d.Namespace+"/"+d.Name] = d
 		}
 	}
+	for ns, cache := range c.serviceCaches {
+		list, err := cache.List(ns, labels.Everything())
+		if err != nil {
+			return plan.Input{}, fmt.Errorf("listing cached Services in %s: %w", ns, err)
+		}
+		for _, svc := range list {
+			in.Services[svc.Namespace+"/"+svc.Name] = svc
+		}
+	}
 	for _, s := range c.opts.Sources {
-		in.Sources = append(in.Sources, plan.SourceState{Source: s, Live: in.Deployments[s.Key()]})
+		in.Sources = append(in.Sources, plan.SourceState{Source: s, Live: in.Deployments[s.Key()], LiveService: in.Services[s.ServiceKey()]})
 	}
 	return in, nil
 }
@@ -156,7 +166,7 @@ func ignoreNotFound(err error) error {
 func recordGauges(shards []plan.ShardStatus) {
 	metrics.Shards.Reset()
 	metrics.MappedObjects.Reset()
-	for _, state := range []string{plan.StateActive, plan.StateBlocked, plan.StateWaiting, plan.StateConflict, plan.StateDraining, plan.StateDrained} {
+	for _, state := range []string{plan.StateActive, plan.StatePending, plan.StateBlocked, plan.StateWaiting, plan.StateConflict, plan.StateDraining, plan.StateDrained} {
 		metrics.Shards.WithLabelValues(state).Set(0)
 	}
 	for _, s := range shards {

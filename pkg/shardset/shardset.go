@@ -15,6 +15,7 @@ import (
 	appscontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/apps/v1"
 	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
@@ -51,13 +52,15 @@ type Options struct {
 
 // Controller reconciles the shard set.
 type Controller struct {
-	opts        Options
-	configMaps  corecontrollers.ConfigMapController
-	statusMaps  corecontrollers.ConfigMapClient
-	deployments appscontrollers.DeploymentClient
-	caches      map[string]appscontrollers.DeploymentCache
-	mapped      plan.Mapped
-	recorder    record.EventRecorder
+	opts          Options
+	configMaps    corecontrollers.ConfigMapController
+	statusMaps    corecontrollers.ConfigMapClient
+	deployments   appscontrollers.DeploymentClient
+	caches        map[string]appscontrollers.DeploymentCache
+	services      corecontrollers.ServiceClient
+	serviceCaches map[string]corecontrollers.ServiceCache
+	mapped        plan.Mapped
+	recorder      record.EventRecorder
 
 	mu sync.Mutex
 	// reported is what the status ConfigMap says, nil until read once.
@@ -77,28 +80,36 @@ type Controller struct {
 }
 
 // Register wires the controller: the ConfigMap handler, and the Deployment
-// handlers of every source namespace (keyed by namespace in deployments),
-// which bring source and shard Deployment changes back to the ConfigMap.
+// and Service handlers of every source namespace (keyed by namespace in
+// deployments and services), which bring changes of the sources and of the
+// shards' copies back to the ConfigMap.
 func Register(ctx context.Context, opts Options,
 	configMaps corecontrollers.ConfigMapController,
 	statusMaps corecontrollers.ConfigMapClient,
 	deployments map[string]appscontrollers.DeploymentController,
+	services map[string]corecontrollers.ServiceController,
 	mapped plan.Mapped,
 	recorder record.EventRecorder,
 ) *Controller {
 	c := &Controller{
-		opts:         opts,
-		configMaps:   configMaps,
-		statusMaps:   statusMaps,
-		caches:       map[string]appscontrollers.DeploymentCache{},
-		mapped:       mapped,
-		recorder:     recorder,
-		forceDeleted: map[string]bool{},
+		opts:          opts,
+		configMaps:    configMaps,
+		statusMaps:    statusMaps,
+		caches:        map[string]appscontrollers.DeploymentCache{},
+		serviceCaches: map[string]corecontrollers.ServiceCache{},
+		mapped:        mapped,
+		recorder:      recorder,
+		forceDeleted:  map[string]bool{},
 	}
 	for ns, dc := range deployments {
 		c.caches[ns] = dc.Cache()
 		c.deployments = dc
 		dc.OnChange(ctx, "shardkeeper-deployment", c.onDeployment)
+	}
+	for ns, sc := range services {
+		c.serviceCaches[ns] = sc.Cache()
+		c.services = sc
+		sc.OnChange(ctx, "shardkeeper-service", c.onService)
 	}
 	configMaps.OnChange(ctx, "shardkeeper-shards", c.OnChange)
 	return c
@@ -126,6 +137,19 @@ func (c *Controller) relevant(namespace, name string) bool {
 		}
 	}
 	return false
+}
+
+// onService enqueues the shard set when a source's metrics Service or a
+// possible shard copy of one changes.
+func (c *Controller) onService(key string, svc *corev1.Service) (*corev1.Service, error) {
+	ns, name, _ := strings.Cut(key, "/")
+	for _, s := range c.opts.Sources {
+		if s.MetricsService != "" && ns == s.Namespace && (name == s.MetricsService || strings.HasPrefix(name, s.MetricsService+"-shard-")) {
+			c.enqueue()
+			break
+		}
+	}
+	return svc, nil
 }
 
 // statusName is the status ConfigMap's name.

@@ -50,8 +50,19 @@ type Source struct {
 	// JSON, for controllers that start Jobs on the shard's nodes.
 	NodeSelectorFlag string
 	// RequiredArg, when set, must be among the source's own arguments for
-	// the source to leave the sharded objects alone.
+	// the source to leave the sharded objects alone. Without it no new
+	// clone of the source is created: the main controller would reconcile
+	// the shard's objects too.
 	RequiredArg string
+	// MetricsService, when set, names the source's metrics Service in its
+	// namespace; while it exists, every shard gets a copy that selects the
+	// shard's pods.
+	MetricsService string
+	// JobPlacementFrom, when set, names the Deployment in the source's
+	// namespace whose pod tolerations and node selector the source's Jobs
+	// take, whatever the shard asks for (Fleet's gitjob and
+	// fleet-controller).
+	JobPlacementFrom string
 }
 
 // Key returns "namespace/name".
@@ -60,12 +71,40 @@ func (s Source) Key() string { return s.Namespace + "/" + s.Name }
 // CloneName returns the name of the shard's copy of the source.
 func (s Source) CloneName(shardID string) string { return s.Name + "-shard-" + shardID }
 
+// ServiceKey returns "namespace/name" of the source's metrics Service, or
+// "" when it has none.
+func (s Source) ServiceKey() string {
+	if s.MetricsService == "" {
+		return ""
+	}
+	return s.Namespace + "/" + s.MetricsService
+}
+
+// ServiceCloneName returns the name of the shard's copy of the metrics
+// Service, as Fleet's chart names it: "monitoring-fleet-controller-shard-<id>".
+func (s Source) ServiceCloneName(shardID string) string {
+	return s.MetricsService + "-shard-" + shardID
+}
+
 // MappedKind is an object kind whose label maps its objects to a shard.
 type MappedKind struct {
 	// Resource is the kind's group, version and plural resource name.
 	Resource schema.GroupVersionResource
 	// Label holds the shard ID on the kind's objects.
 	Label string
+	// Derived kinds are made by the controllers from another kind, and take
+	// their shard label from it (Fleet's Bundles from their GitRepo or
+	// HelmOp). They are guarded like the others, but placement never moves
+	// them and does not count them as load.
+	Derived bool
+	// BumpOnMove, when set, is an integer field of the object (a path such
+	// as "spec.forceSyncGeneration") that placement increments when it moves
+	// an object that has derived objects, so that its controller applies it
+	// again and they follow it to the new shard.
+	BumpOnMove string
+	// OwnerLabel, on a derived kind, names the object it was made from, in
+	// its own namespace (a Bundle's fleet.cattle.io/repo-name).
+	OwnerLabel string
 }
 
 // Name is how the kind is shown in the status and in Events.
@@ -94,6 +133,21 @@ func (s Set) Namespaces() []string {
 	return out
 }
 
+// ServiceNamespaces returns the sorted namespaces of the sources that have a
+// metrics Service: only there are Services watched.
+func (s Set) ServiceNamespaces() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, src := range s.Sources {
+		if src.MetricsService != "" && !seen[src.Namespace] {
+			seen[src.Namespace] = true
+			out = append(out, src.Namespace)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Options are the command-line choices that Build turns into a Set.
 type Options struct {
 	// Presets are "fleet" and/or "flux".
@@ -106,6 +160,13 @@ type Options struct {
 	// Mapped are --mapped-kind values: "RESOURCE.VERSION.GROUP=LABEL".
 	// Empty means the presets' own kinds.
 	Mapped []string
+	// MetricsServices are --source-metrics-service values:
+	// "NAMESPACE/NAME=SERVICE", the metrics Service of a source.
+	MetricsServices []string
+	// RequiredArgs are --source-required-arg values:
+	// "NAMESPACE/NAME=--flag=value", what a source's main controller must
+	// run with for its clones to be created.
+	RequiredArgs []string
 }
 
 // Build validates the options and returns the sources and mapped kinds.
@@ -116,10 +177,7 @@ func Build(o Options) (Set, error) {
 		case PresetFleet:
 			set.Sources = append(set.Sources, fleetSources(o.FleetNamespace)...)
 			if len(o.Mapped) == 0 {
-				set.Mapped = append(set.Mapped,
-					MappedKind{Resource: schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "gitrepos"}, Label: FleetShardRefLabel},
-					MappedKind{Resource: schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "helmops"}, Label: FleetShardRefLabel},
-				)
+				set.Mapped = append(set.Mapped, fleetKinds()...)
 			}
 		case PresetFlux:
 			set.Sources = append(set.Sources, fluxSources(o.FluxNamespace)...)
@@ -138,6 +196,28 @@ func Build(o Options) (Set, error) {
 			return Set{}, err
 		}
 		set.Sources = append(set.Sources, src)
+	}
+	for _, v := range o.MetricsServices {
+		if err := setOnSource(set.Sources, "--source-metrics-service", v, func(s *Source, svc string) error {
+			if errs := validation.IsDNS1035Label(svc); len(errs) > 0 {
+				return fmt.Errorf("Service name %q: %s", svc, strings.Join(errs, "; "))
+			}
+			s.MetricsService = svc
+			return nil
+		}); err != nil {
+			return Set{}, err
+		}
+	}
+	for _, v := range o.RequiredArgs {
+		if err := setOnSource(set.Sources, "--source-required-arg", v, func(s *Source, arg string) error {
+			if !strings.HasPrefix(arg, "-") {
+				return fmt.Errorf("argument %q must start with -", arg)
+			}
+			s.RequiredArg = arg
+			return nil
+		}); err != nil {
+			return Set{}, err
+		}
 	}
 	for _, m := range o.Mapped {
 		mk, err := ParseMappedKind(m)
@@ -166,19 +246,61 @@ func Build(o Options) (Set, error) {
 	return set, nil
 }
 
+// setOnSource applies a "NAMESPACE/NAME=VALUE" flag to the source it names.
+func setOnSource(sources []Source, flag, v string, set func(*Source, string) error) error {
+	key, value, ok := strings.Cut(v, "=")
+	if !ok || value == "" {
+		return fmt.Errorf("%s %q: want NAMESPACE/NAME=VALUE", flag, v)
+	}
+	for i := range sources {
+		if sources[i].Key() == key {
+			if err := set(&sources[i], value); err != nil {
+				return fmt.Errorf("%s %q: %w", flag, v, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s %q: no source %s; name it with --source or a preset first", flag, v, key)
+}
+
+// fleetKinds are the kinds whose finalizers only the controllers of the
+// shard in their shard-ref label remove: GitRepos (gitjob), HelmOps
+// (helmops), Bundles and BundleDeployments (fleet-controller). Bundles take
+// a GitRepo's labels at its last `fleet apply`, and BundleDeployments their
+// Bundle's when fleet-controller next reconciles it, so both can lag behind
+// a move; a Bundle's deletion waits for its BundleDeployments. All four are
+// counted before a shard is deleted.
+func fleetKinds() []MappedKind {
+	gvr := func(r string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: r}
+	}
+	return []MappedKind{
+		{Resource: gvr("gitrepos"), Label: FleetShardRefLabel, BumpOnMove: "spec.forceSyncGeneration"},
+		{Resource: gvr("helmops"), Label: FleetShardRefLabel},
+		{Resource: gvr("bundles"), Label: FleetShardRefLabel, Derived: true, OwnerLabel: "fleet.cattle.io/repo-name"},
+		{Resource: gvr("bundledeployments"), Label: FleetShardRefLabel, Derived: true},
+	}
+}
+
+// fleetSources mirror Fleet's chart (charts/fleet/templates/deployment*.yaml
+// and service*.yaml): a shard runs only the controller container, with
+// --shard-id and the pod label fleet.cattle.io/shard-id, and has its own
+// metrics Service.
 func fleetSources(ns string) []Source {
 	base := func(name string) Source {
 		return Source{
-			Namespace:     ns,
-			Name:          name,
-			Container:     name,
-			Args:          []string{"--shard-id=" + Placeholder},
-			PodLabels:     map[string]string{FleetShardIDLabel: Placeholder},
-			DropPodLabels: []string{FleetShardDefaultLabel},
+			Namespace:      ns,
+			Name:           name,
+			Container:      name,
+			Args:           []string{"--shard-id=" + Placeholder},
+			PodLabels:      map[string]string{FleetShardIDLabel: Placeholder},
+			DropPodLabels:  []string{FleetShardDefaultLabel},
+			MetricsService: "monitoring-" + name,
 		}
 	}
 	gitjob := base("gitjob")
 	gitjob.NodeSelectorFlag = "--shard-node-selector"
+	gitjob.JobPlacementFrom = "fleet-controller"
 	return []Source{base("fleet-controller"), gitjob, base("helmops")}
 }
 

@@ -23,8 +23,23 @@ func TestBuildPresets(t *testing.T) {
 	assert.Equal(t, []string{
 		"gitrepos.fleet.cattle.io=fleet.cattle.io/shard-ref",
 		"helmops.fleet.cattle.io=fleet.cattle.io/shard-ref",
+		"bundles.fleet.cattle.io=fleet.cattle.io/shard-ref",
+		"bundledeployments.fleet.cattle.io=fleet.cattle.io/shard-ref",
 		"helmreleases.helm.toolkit.fluxcd.io=sharding.fluxcd.io/key",
 	}, mapped)
+	for _, m := range set.Mapped {
+		derived := m.Resource.Resource == "bundles" || m.Resource.Resource == "bundledeployments"
+		assert.Equal(t, derived, m.Derived, "%s is guarded, never placed", m.Name())
+	}
+	byName := map[string]Source{}
+	for _, s := range set.Sources {
+		byName[s.Name] = s
+	}
+	assert.Equal(t, "monitoring-fleet-controller", byName["fleet-controller"].MetricsService)
+	assert.Equal(t, "monitoring-gitjob-shard-a", byName["gitjob"].ServiceCloneName("a"))
+	assert.Equal(t, "fleet-controller", byName["gitjob"].JobPlacementFrom)
+	assert.Empty(t, byName["helm-controller"].MetricsService, "Flux installs no metrics Service for helm-controller")
+	assert.Equal(t, []string{"fleet-ns"}, set.ServiceNamespaces())
 }
 
 func TestBuildCustom(t *testing.T) {
@@ -40,6 +55,17 @@ func TestBuildCustom(t *testing.T) {
 	require.Len(t, set.Mapped, 1)
 	assert.Equal(t, "widgets", set.Mapped[0].Name())
 	assert.Equal(t, "v1", set.Mapped[0].Resource.Version)
+
+	set, err = Build(Options{
+		Custom:          []string{"apps/ctrl:manager=--shard={shard}"},
+		MetricsServices: []string{"apps/ctrl=ctrl-metrics"},
+		RequiredArgs:    []string{"apps/ctrl=--selector=!shard"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "ctrl-metrics", set.Sources[0].MetricsService)
+	assert.Equal(t, "apps/ctrl-metrics", set.Sources[0].ServiceKey())
+	assert.Equal(t, "--selector=!shard", set.Sources[0].RequiredArg)
+	assert.Equal(t, []string{"apps"}, set.ServiceNamespaces())
 }
 
 func TestBuildRejects(t *testing.T) {
@@ -58,6 +84,10 @@ func TestBuildRejects(t *testing.T) {
 		{"mapped bad form", Options{Presets: []string{"fleet"}, Mapped: []string{"gitrepos=label"}}, "RESOURCE.VERSION.GROUP"},
 		{"mapped bad label", Options{Presets: []string{"fleet"}, Mapped: []string{"a.v1.b.io=bad label"}}, "label"},
 		{"mapped twice", Options{Presets: []string{"fleet"}, Mapped: []string{"a.v1.b.io=x", "a.v1.c.io=y"}}, "named twice"},
+		{"service of no source", Options{Presets: []string{"fleet"}, MetricsServices: []string{"x/y=svc"}}, "no source x/y"},
+		{"service without name", Options{Presets: []string{"fleet"}, MetricsServices: []string{"cattle-fleet-system/gitjob="}}, "NAMESPACE/NAME=VALUE"},
+		{"service bad name", Options{Presets: []string{"fleet"}, FleetNamespace: "f", MetricsServices: []string{"f/gitjob=Bad_Svc"}}, "Service name"},
+		{"required arg not a flag", Options{Presets: []string{"flux"}, FluxNamespace: "f", RequiredArgs: []string{"f/helm-controller=selector"}}, "must start with -"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -82,13 +82,14 @@ func printTable(w io.Writer, s Status, wide bool) error {
 		fmt.Fprintf(w, "\nWarning: %s\n", UnknownMessage(u))
 	}
 	for _, src := range s.Warnings.NotShardAware {
-		fmt.Fprintf(w, "\nWarning: source %s is not shard-aware\n", src)
+		fmt.Fprintf(w, "\nWarning: %s\n", NotShardAwareMessage(src))
 	}
-	if !wide {
-		for _, sh := range s.Shards {
-			if sh.Message != "" {
-				fmt.Fprintf(w, "\n%s: %s\n", sh.ID, sh.Message)
-			}
+	for _, sh := range s.Shards {
+		if sh.Message != "" && !wide {
+			fmt.Fprintf(w, "\n%s: %s\n", sh.ID, sh.Message)
+		}
+		if sh.JobPlacement != "" {
+			fmt.Fprintf(w, "\nWarning: %s\n", sh.JobPlacement)
 		}
 	}
 	return nil

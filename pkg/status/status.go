@@ -5,6 +5,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,13 +41,16 @@ const (
 	ReasonShardDrained         = "ShardDrained"
 	ReasonObjectsMoved         = "ObjectsMoved"
 	ReasonPlacementFailed      = "PlacementFailed"
+	// ReasonGitJobPlacementMismatch: a shard's git Jobs cannot run where
+	// the shard asks (Fleet gives them fleet-controller's placement).
+	ReasonGitJobPlacementMismatch = "GitJobPlacementMismatch"
 )
 
 // Warnings are the cluster-wide findings that are not a shard's state.
 type Warnings struct {
-	UnknownShards []UnknownShard `json:"unknownShards,omitempty"`
-	NotShardAware []string       `json:"notShardAware,omitempty"`
-	RenderErrors  []string       `json:"renderErrors,omitempty"`
+	UnknownShards []UnknownShard       `json:"unknownShards,omitempty"`
+	NotShardAware []plan.NotShardAware `json:"notShardAware,omitempty"`
+	RenderErrors  []string             `json:"renderErrors,omitempty"`
 }
 
 // UnknownShard is a shard ID on objects that no shard serves.
@@ -140,6 +144,9 @@ func Changes(old, cur Status) []Event {
 				out = append(out, Event{corev1.EventTypeWarning, ReasonShardConflict, s.Message})
 			}
 		}
+		if s.JobPlacement != "" && s.JobPlacement != p.JobPlacement {
+			out = append(out, Event{corev1.EventTypeWarning, ReasonGitJobPlacementMismatch, s.JobPlacement})
+		}
 	}
 	known := map[string]bool{}
 	for _, u := range old.Warnings.UnknownShards {
@@ -150,14 +157,23 @@ func Changes(old, cur Status) []Event {
 			out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, UnknownMessage(u)})
 		}
 	}
-	for _, src := range newItems(old.Warnings.NotShardAware, cur.Warnings.NotShardAware) {
-		out = append(out, Event{corev1.EventTypeWarning, ReasonSourceNotShardAware, fmt.Sprintf(
-			"source Deployment %s is not started with --watch-label-selector=!sharding.fluxcd.io/key, so it also reconciles the objects of every shard", src)})
+	for _, src := range cur.Warnings.NotShardAware {
+		if !slices.Contains(old.Warnings.NotShardAware, src) {
+			out = append(out, Event{corev1.EventTypeWarning, ReasonSourceNotShardAware, NotShardAwareMessage(src)})
+		}
 	}
 	for _, msg := range newItems(old.Warnings.RenderErrors, cur.Warnings.RenderErrors) {
 		out = append(out, Event{corev1.EventTypeWarning, ReasonRenderFailed, "a shard Deployment could not be rendered: " + msg})
 	}
 	return out
+}
+
+// NotShardAwareMessage says what a source that is not shard-aware lacks,
+// what follows, and where the lasting fix goes.
+func NotShardAwareMessage(n plan.NotShardAware) string {
+	return fmt.Sprintf("source Deployment %s is not started with %s, so it would also reconcile the objects of every shard; "+
+		"no new shard copy of it is created until it is (copies that exist are left as they are). "+
+		"Add the argument through whatever installs it, not by hand: see the README's section on Flux", n.Source, n.Needs)
 }
 
 // UnknownMessage says which objects point at a shard that does not exist.

@@ -50,7 +50,7 @@ func TestChangesOnlyOnTransitions(t *testing.T) {
 	assert.Empty(t, Changes(invalid, invalid))
 	assert.Len(t, Changes(invalid, Status{Error: "worse"}), 1)
 
-	unknown := Status{Warnings: Warnings{UnknownShards: []UnknownShard{{ID: "x", Count: 1}}, NotShardAware: []string{"flux-system/helm-controller"}}}
+	unknown := Status{Warnings: Warnings{UnknownShards: []UnknownShard{{ID: "x", Count: 1}}, NotShardAware: []plan.NotShardAware{{Source: "flux-system/helm-controller", Needs: "--watch-label-selector=!sharding.fluxcd.io/key"}}}}
 	assert.Equal(t, []string{ReasonUnknownShard, ReasonSourceNotShardAware}, reasons(Changes(Status{}, unknown)))
 	assert.Empty(t, Changes(unknown, unknown))
 

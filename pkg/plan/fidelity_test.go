@@ -1,0 +1,282 @@
+package plan
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/render"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+)
+
+// withMetricsServices gives the world Fleet's monitoring-* Services.
+func (w *world) withMetricsServices() *world {
+	for _, svc := range fixture.FleetMetricsServices(ns) {
+		w.svcs[ns+"/"+svc.Name] = svc
+	}
+	for i := range w.sources {
+		w.sources[i].LiveService = w.svcs[w.sources[i].Source.ServiceKey()]
+	}
+	return w
+}
+
+func (w *world) service(name string) *corev1.Service { return w.svcs[ns+"/"+name] }
+
+func TestShardMetricsServices(t *testing.T) {
+	w := newWorld(t).withMetricsServices()
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fleet-controller-shard-a", "gitjob-shard-a", "monitoring-fleet-controller-shard-a", "monitoring-gitjob-shard-a"}, kinds(p)[Create],
+		"a Service for each source that has one, as Fleet's chart renders for a shard")
+	w.converge(p)
+
+	svc := w.service("monitoring-fleet-controller-shard-a")
+	require.NotNil(t, svc)
+	assert.Equal(t, map[string]string{"app": "fleet-controller", source.FleetShardIDLabel: "a"}, svc.Spec.Selector,
+		"exactly the shard's pods, as Fleet's chart selects them")
+	assert.Equal(t, fixture.FleetMetricsServices(ns)[0].Spec.Ports, svc.Spec.Ports)
+	assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
+	assert.Equal(t, render.ManagedByValue, svc.Labels[render.ManagedByLabel])
+	assert.Equal(t, "a", svc.Labels[render.ShardLabel])
+	assert.Equal(t, "fleet-controller", svc.Labels["app"])
+	assert.NotContains(t, svc.Annotations, "meta.helm.sh/release-name", "not part of Fleet's release")
+	rendered := w.deps[ns+"/fleet-controller-shard-a"]
+	assert.Equal(t, "a", rendered.Spec.Template.Labels[source.FleetShardIDLabel])
+	assert.NotContains(t, rendered.Spec.Template.Labels, source.FleetShardDefaultLabel, "the unsharded Service must not select the shard's pods")
+
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions, "steady")
+
+	// The source Service changes: every copy follows.
+	src := w.service("monitoring-gitjob").DeepCopy()
+	src.Spec.Ports[0].Port = 9090
+	w.svcs[ns+"/monitoring-gitjob"] = src
+	w.sources[1].LiveService = src
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"monitoring-gitjob-shard-a"}, kinds(p)[Update])
+	assert.False(t, p.Actions[0].Restore, "a source change is a rollout")
+	w.converge(p)
+
+	// Deleted by hand: restored.
+	delete(w.svcs, ns+"/monitoring-gitjob-shard-a")
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"monitoring-gitjob-shard-a"}, kinds(p)[Create])
+	assert.True(t, p.Actions[0].Restore)
+	w.converge(p)
+
+	// Edited by hand: restored.
+	edited := w.service("monitoring-gitjob-shard-a").DeepCopy()
+	edited.Spec.Selector = map[string]string{"app": "gitjob"}
+	w.svcs[ns+"/monitoring-gitjob-shard-a"] = edited
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"monitoring-gitjob-shard-a"}, kinds(p)[Update])
+	assert.True(t, p.Actions[0].Restore)
+	w.converge(p)
+
+	// Blocked: the Services stay with the Deployments.
+	w.mapped.objects["a"] = map[string][]string{"gitrepos": {"x/1"}}
+	p, err = w.decide("b", "")
+	require.NoError(t, err)
+	assert.NotContains(t, kinds(p)[Delete], "monitoring-gitjob-shard-a")
+	assert.Contains(t, kinds(p)[Create], "monitoring-gitjob-shard-b")
+
+	// Removed: deleted with the shard, with preconditions from the cache.
+	delete(w.mapped.objects, "a")
+	p, err = w.decide("b", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fleet-controller-shard-a", "gitjob-shard-a", "monitoring-fleet-controller-shard-a", "monitoring-gitjob-shard-a"}, kinds(p)[Delete])
+}
+
+func TestShardMetricsServiceConflictAndAdoption(t *testing.T) {
+	w := newWorld(t).withMetricsServices()
+	// As Fleet's chart renders a static shard's Service.
+	static := fixture.FleetMetricsServices(ns)[0].DeepCopy()
+	static.Name = "monitoring-fleet-controller-shard-a"
+	static.Spec.Selector = map[string]string{"app": "fleet-controller", source.FleetShardIDLabel: "a"}
+	static.Spec.ClusterIP = "10.0.0.7"
+	w.svcs[ns+"/"+static.Name] = static
+
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.NotContains(t, kinds(p)[Create], static.Name)
+	assert.NotContains(t, kinds(p)[Update], static.Name, "an unmanaged Service is never touched")
+	assert.Equal(t, StateConflict, p.Shards[0].State)
+	assert.Contains(t, p.Shards[0].Message, "Service "+ns+"/"+static.Name)
+	assert.Contains(t, p.Conflicts, "Service "+ns+"/"+static.Name)
+
+	// Handed over by its label: adopted in place, its cluster IP kept.
+	static.Labels[render.ManagedByLabel] = render.ManagedByValue
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, StateActive, p.Shards[0].State)
+	for _, a := range p.Actions {
+		if a.Service != nil && a.Service.Name == static.Name {
+			assert.Equal(t, Update, a.Kind)
+			upd := render.UpdatedService(a.Service, a.ExistingService)
+			assert.Equal(t, "10.0.0.7", upd.Spec.ClusterIP)
+			assert.Equal(t, "a", upd.Labels[render.ShardLabel])
+		}
+	}
+}
+
+func TestNoServiceWithoutSourceService(t *testing.T) {
+	w := newWorld(t) // Fleet with metrics disabled: no monitoring-* Services
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	for _, a := range p.Actions {
+		assert.Nil(t, a.Service, "no source Service, no shard Service")
+	}
+}
+
+func fluxWorld(t *testing.T, shardAware bool) *world {
+	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
+	require.NoError(t, err)
+	live := fixture.HelmController("flux-system", shardAware)
+	return &world{t: t, sources: []SourceState{{Source: set.Sources[0], Live: live}},
+		deps:   map[string]*appsv1.Deployment{"flux-system/helm-controller": live},
+		svcs:   map[string]*corev1.Service{},
+		mapped: fakeMapped{synced: true, objects: map[string]map[string][]string{}}}
+}
+
+func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
+	w := fluxWorld(t, false)
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions, "a copy beside a main controller that watches everything would be a second controller on every object")
+	require.Len(t, p.Shards, 1)
+	assert.Equal(t, StatePending, p.Shards[0].State)
+	assert.Contains(t, p.Shards[0].Message, "helm-controller-shard-a not created")
+	assert.Empty(t, p.Targets)
+	require.Len(t, p.NotShardAware, 1)
+
+	// Once the main controller has the selector, the copy is created.
+	aware := fixture.HelmController("flux-system", true)
+	w.deps["flux-system/helm-controller"], w.sources[0].Live = aware, aware
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"helm-controller-shard-a"}, kinds(p)[Create])
+	assert.Equal(t, StateActive, p.Shards[0].State)
+	assert.Empty(t, p.NotShardAware)
+	w.converge(p)
+
+	// The selector is dropped again (an upgrade lost the patch): the copy
+	// is left as it is, even though the source changed, and the warning
+	// stands.
+	lost := fixture.HelmController("flux-system", false)
+	lost.Spec.Template.Spec.Containers[0].Image = "example/helm-controller:next"
+	w.deps["flux-system/helm-controller"], w.sources[0].Live = lost, lost
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions)
+	assert.Len(t, p.NotShardAware, 1)
+	assert.Equal(t, StateActive, p.Shards[0].State, "the copy exists: the shard is served")
+
+	// A removed shard is still deleted.
+	p, err = w.decide("[]", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"helm-controller-shard-a"}, kinds(p)[Delete])
+}
+
+func TestJobPlacementMismatch(t *testing.T) {
+	w := newWorld(t)
+	in := func(shards string) Input {
+		return Input{Config: w.config(shards, ""), Sources: w.sources, Deployments: w.deps}
+	}
+	gpu := "- id: gpu-pool\n  nodeSelector: {pool: gpu}\n  tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]\n"
+	msg := JobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0])
+	assert.Contains(t, msg, "gpu-pool")
+	assert.Contains(t, msg, "dedicated=gpu:NoSchedule")
+	assert.Contains(t, msg, ns+"/fleet-controller")
+	assert.Contains(t, msg, "tolerations and nodeSelector")
+	assert.NotContains(t, msg, "pool=gpu", "a key fleet-controller does not set reaches the Job through --shard-node-selector")
+
+	// Fleet's chart values give fleet-controller the toleration: the Jobs have it.
+	fc := w.deps[ns+"/fleet-controller"].DeepCopy()
+	fc.Spec.Template.Spec.Tolerations = append(fc.Spec.Template.Spec.Tolerations,
+		corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists})
+	w.deps[ns+"/fleet-controller"] = fc
+	assert.Empty(t, JobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0]))
+
+	// fleet-controller's node selector wins on the same key.
+	fc.Spec.Template.Spec.NodeSelector["pool"] = "default"
+	msg = JobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0])
+	assert.Contains(t, msg, "pool=gpu (fleet-controller's pool=default wins)")
+
+	// The tolerations gitjob always gives its Jobs count too.
+	linux := "- id: l\n  tolerations: [{key: cattle.io/os, operator: Equal, value: linux, effect: NoSchedule}]\n"
+	assert.Empty(t, JobPlacementMismatch(in(linux), in(linux).Config.Shards[0]))
+
+	// The mismatch is in the shard's status, and the shard is created anyway.
+	fc.Spec.Template.Spec.NodeSelector["pool"] = "gpu"
+	fc.Spec.Template.Spec.Tolerations = fc.Spec.Template.Spec.Tolerations[:1]
+	p, err := w.decide(gpu, "")
+	require.NoError(t, err)
+	assert.Contains(t, p.Shards[0].JobPlacement, "dedicated=gpu:NoSchedule")
+	assert.Contains(t, kinds(p)[Create], "gitjob-shard-gpu-pool")
+
+	// Without a gitjob source there are no git Jobs to warn about.
+	noGitjob := Input{Config: w.config(gpu, ""), Sources: w.sources[:1], Deployments: w.deps}
+	assert.Empty(t, JobPlacementMismatch(noGitjob, noGitjob.Config.Shards[0]))
+}
+
+func TestActionRef(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "d"}}
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "s"}}
+	assert.Equal(t, "Deployment n/d", Action{Deployment: d}.Ref())
+	assert.Equal(t, "Service n/s", Action{Service: s}.Ref())
+	assert.Equal(t, types.UID(""), Action{Service: s}.Object().GetUID())
+}
+
+func TestBundlesBlockAndFollow(t *testing.T) {
+	w := newWorld(t)
+	p, _ := w.decide("a", "")
+	w.converge(p)
+	// The GitRepo moved to b by hand; its Bundle and BundleDeployment still
+	// point at a until it is applied again.
+	w.mapped.objects["a"] = map[string][]string{"bundles": {"fleet-default/repo-x"}, "bundledeployments": {"cluster-ns/repo-x"}}
+	p, err := w.decide("b", "")
+	require.NoError(t, err)
+	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-a")
+	require.Equal(t, StateBlocked, p.Shards[0].State)
+	assert.Contains(t, p.Shards[0].Message, "1 bundledeployments, 1 bundles")
+	assert.Contains(t, p.Shards[0].Message, "forceSyncGeneration")
+
+	// With placement, a drain waits for them, but they are not pinned.
+	cfg, err := shardconfig.Parse(map[string]string{shardconfig.ShardsKey: "b", "placement": ""}, nil, nil)
+	require.NoError(t, err)
+	p, err = Decide(Input{Config: cfg, Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: derivedMapped{w.mapped},
+		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}})
+	require.NoError(t, err)
+	var a ShardStatus
+	for _, s := range p.Shards {
+		if s.ID == "a" {
+			a = s
+		}
+	}
+	assert.Equal(t, StateDraining, a.State, "Bundles follow their GitRepo; they pin nothing")
+	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-a")
+}
+
+// derivedMapped marks the Bundles and BundleDeployments as derived, as the
+// mapped-object cache does for the Fleet preset.
+type derivedMapped struct{ fakeMapped }
+
+func (d derivedMapped) MappedTo(shard string) []mapped.Object {
+	out := d.fakeMapped.MappedTo(shard)
+	for i := range out {
+		out[i].Derived = out[i].Kind == "bundles" || out[i].Kind == "bundledeployments"
+	}
+	return out
+}
