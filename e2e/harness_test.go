@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
@@ -65,6 +66,9 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
+	// The fleet namespaces warn about Pod Security "restricted", which
+	// Fleet's pods do not meet; the tests check admission themselves.
+	rest.SetDefaultWarningHandler(rest.NoWarnings{})
 	kube = kubernetes.NewForConfigOrDie(env.Config())
 	dyn = dynamic.NewForConfigOrDie(env.Config())
 	// HelmReleases' CRD is installed by the tests that need it, to show a
@@ -246,12 +250,13 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 			s.dump(t)
 		}
 	})
-	for _, ns := range []string{s.fleetNS, s.fluxNS} {
-		// Pod Security "restricted" is enforced, so every shard copy proves
-		// it is admitted where its source is.
-		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-			"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
-		}}}, metav1.CreateOptions{})
+	// Pod Security is enforced at the level the real controllers meet, so
+	// every shard copy proves it is admitted where its source is. Fleet's
+	// pods set no seccompProfile (Fleet's chart does not), so they meet
+	// "baseline" but not "restricted": the fleet namespace enforces
+	// baseline and warns about restricted. Flux's pods meet "restricted".
+	for ns, level := range map[string]string{s.fleetNS: "baseline", s.fluxNS: "restricted"} {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: podSecurityLabels(level)}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,13 +265,36 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 			return err
 		})
 	}
+	// The sources keep their real ServiceAccounts, so the copies do too.
+	for _, sa := range append(fixture.FleetServiceAccounts(s.fleetNS), fixture.FluxServiceAccounts(s.fluxNS)...) {
+		if _, err := kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, d := range []*appsv1.Deployment{fixture.FleetController(s.fleetNS), fixture.Gitjob(s.fleetNS), fixture.HelmOpsController(s.fleetNS), fixture.HelmController(s.fluxNS, fluxAware)} {
-		d.Spec.Template.Spec.ServiceAccountName = ""
 		if _, err := kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for _, svc := range fixture.FleetMetricsServices(s.fleetNS) {
+		if _, err := kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return s
+}
+
+// podSecurityLabels are the namespace labels that enforce the Pod Security
+// level; below restricted, they also warn about restricted.
+func podSecurityLabels(level string) map[string]string {
+	labels := map[string]string{
+		"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/enforce-version": "latest",
+	}
+	if level != "restricted" {
+		labels["pod-security.kubernetes.io/warn"] = "restricted"
+		labels["pod-security.kubernetes.io/warn-version"] = "latest"
+	}
+	return labels
 }
 
 func (s *scenario) args(extra ...string) []string {

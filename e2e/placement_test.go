@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -129,7 +130,8 @@ func (s *scenario) pin(gvr schema.GroupVersionResource, name, label, shard strin
 func (s *scenario) removeObjectsAtEnd(t *testing.T) {
 	t.Cleanup(func() {
 		for gvr := range placementKinds {
-			if err := dyn.Resource(gvr).Namespace(s.fleetNS).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			err := dyn.Resource(gvr).Namespace(s.fleetNS).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			if err != nil && !apierrors.IsNotFound(err) { // a CRD this run never installed
 				t.Errorf("deleting %s: %v", gvr.Resource, err)
 			}
 		}

@@ -255,16 +255,63 @@ func TestUserStory(t *testing.T) {
 	})
 }
 
-// TestSourceNotShardAware warns when Flux's main helm-controller would also
-// reconcile the sharded HelmReleases.
+// TestSourceNotShardAware: while Flux's main helm-controller would also
+// reconcile the sharded HelmReleases, no copy of it is created; once its
+// installer adds the exclusion selector, the copy appears without a restart.
 func TestSourceNotShardAware(t *testing.T) {
 	s := newScenario(t, "unaware", false)
 	s.createConfigMap("u1")
 	s.start()
 	s.waitEvent(status.ReasonSourceNotShardAware, s.fluxNS+"/helm-controller")
-	eventually(t, time.Minute, "status warning", func() error {
+	eventually(t, time.Minute, "status warning and state", func() error {
 		if len(s.status().Warnings.NotShardAware) != 1 {
 			return fmt.Errorf("no warning in status")
+		}
+		if st := s.shardState("u1"); st != plan.StatePending {
+			return fmt.Errorf("state %q", st)
+		}
+		return nil
+	})
+	holds(t, 3*time.Second, "no copy beside a controller that watches everything", func() error {
+		got := s.deployments()
+		if got["helm-controller-shard-u1"] != nil {
+			return fmt.Errorf("helm-controller-shard-u1 created")
+		}
+		if got["fleet-controller-shard-u1"] == nil {
+			return fmt.Errorf("the other sources' copies are created as usual")
+		}
+		return nil
+	})
+
+	// What a kustomize patch of the Flux installation adds.
+	addSelector := `[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--watch-label-selector=!sharding.fluxcd.io/key"}]`
+	_, err := kube.AppsV1().Deployments(s.fluxNS).Patch(s.ctx, "helm-controller", types.JSONPatchType, []byte(addSelector), metav1.PatchOptions{})
+	require.NoError(t, err)
+	s.waitShards("u1")
+	s.waitState("u1", plan.StateActive)
+	eventually(t, time.Minute, "warning gone", func() error {
+		if n := len(s.status().Warnings.NotShardAware); n != 0 {
+			return fmt.Errorf("%d warnings", n)
+		}
+		return nil
+	})
+
+	// An upgrade drops the patch: the copy is left as it is, and the
+	// warning is back.
+	copyImage := s.deployments()["helm-controller-shard-u1"].Spec.Template.Spec.Containers[0].Image
+	_, err = kube.AppsV1().Deployments(s.fluxNS).Patch(s.ctx, "helm-controller", types.JSONPatchType,
+		[]byte(`[{"op":"remove","path":"/spec/template/spec/containers/0/args/5"},{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.k8s.io/pause:3.9"}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, "warning back", func() error {
+		if len(s.status().Warnings.NotShardAware) != 1 {
+			return fmt.Errorf("no warning in status")
+		}
+		return nil
+	})
+	holds(t, 3*time.Second, "the existing copy is left as it is", func() error {
+		d := s.deployments()["helm-controller-shard-u1"]
+		if d == nil || d.Spec.Template.Spec.Containers[0].Image != copyImage {
+			return fmt.Errorf("the copy was changed or deleted")
 		}
 		return nil
 	})
