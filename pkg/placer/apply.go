@@ -14,7 +14,6 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -143,8 +142,7 @@ func (p *Placer) relabel(ctx context.Context, o mapped.Object, kind source.Mappe
 	if err != nil {
 		return fmt.Errorf("building the patch of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 	}
-	_, err = p.client.Resource(kind.Resource).Namespace(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, body, metav1.PatchOptions{})
-	if err != nil {
+	if err = p.client.Patch(ctx, kind.Resource, o.Namespace, o.Name, types.MergePatchType, body); err != nil {
 		return fmt.Errorf("relabelling %s %s/%s to shard %s: %w", o.Kind, o.Namespace, o.Name, to, err)
 	}
 	logrus.WithFields(logrus.Fields{"kind": o.Kind, "namespace": o.Namespace, "name": o.Name, "shard": to}).Debug("relabelled")
@@ -155,7 +153,7 @@ func (p *Placer) relabel(ctx context.Context, o mapped.Object, kind source.Mappe
 // object must still be the one the decision saw: a newer resourceVersion is
 // a conflict, decided again from the cache.
 func (p *Placer) bumped(ctx context.Context, o mapped.Object, kind source.MappedKind) (int64, error) {
-	full, err := p.reader.Resource(kind.Resource).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	full, err := p.reader.Get(ctx, kind.Resource, o.Namespace, o.Name)
 	if err != nil {
 		return 0, fmt.Errorf("reading %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 	}

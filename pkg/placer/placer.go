@@ -14,6 +14,10 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
@@ -55,11 +59,42 @@ type State struct {
 	Targets, Draining []string
 }
 
+// patcher is the one write the placer makes: a patch of one object. It is
+// this narrow so that tests can record the writes of whole rounds without a
+// control plane; in the daemon it is the metadata client (metadataPatcher),
+// which sends the patch without decoding the whole object back.
+type patcher interface {
+	Patch(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) error
+}
+
+// reader is the one read of a whole object the placer makes, for the field
+// a move bumps. It is narrow for the same reason as patcher; in the daemon
+// it is the dynamic client (dynamicReader).
+type reader interface {
+	Get(ctx context.Context, resource schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
+}
+
+// metadataPatcher patches through the metadata client.
+type metadataPatcher struct{ client metadata.Interface }
+
+func (m metadataPatcher) Patch(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) error {
+	_, err := m.client.Resource(resource).Namespace(namespace).Patch(ctx, name, pt, body, metav1.PatchOptions{})
+	return err
+}
+
+// dynamicReader reads through the dynamic client: the metadata client
+// returns no spec.
+type dynamicReader struct{ client dynamic.Interface }
+
+func (d dynamicReader) Get(ctx context.Context, resource schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	return d.client.Resource(resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
 // Placer relabels mapped objects. It runs only on the leader.
 type Placer struct {
-	client metadata.Interface
+	client patcher
 	// reader reads whole objects, for the kinds whose move bumps a field.
-	reader dynamic.Interface
+	reader reader
 	kinds  map[string]source.MappedKind
 	// ownerLabels are the derived kinds' OwnerLabel, by kind name.
 	ownerLabels map[string]string
@@ -79,7 +114,13 @@ type Placer struct {
 // New returns a Placer for the mapped kinds. Derived kinds are never
 // moved: they follow the objects they are made from.
 func New(client metadata.Interface, reader dynamic.Interface, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Placer {
-	p := &Placer{client: client, reader: reader, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
+	return newPlacer(metadataPatcher{client}, dynamicReader{reader}, kinds, objects, recorder)
+}
+
+// newPlacer is New for any patcher and reader, so that tests can pass
+// recording fakes.
+func newPlacer(client patcher, full reader, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Placer {
+	p := &Placer{client: client, reader: full, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
 		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1)}
 	for _, k := range kinds {
 		switch {

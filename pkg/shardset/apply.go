@@ -112,40 +112,50 @@ func preconditions(o metav1.Object) *metav1.DeleteOptions {
 
 func (c *Controller) writeService(a plan.Action) error {
 	svc := a.Service
+	access, ok := c.services[svc.Namespace]
+	if !ok {
+		return fmt.Errorf("no Service client for namespace %s", svc.Namespace)
+	}
+	services := access.client
 	switch a.Kind {
 	case plan.Create:
-		_, err := c.services.Create(svc)
+		_, err := services.Create(svc)
 		if apierrors.IsAlreadyExists(err) {
 			return nil // the cache is behind; its event brings the next reconcile
 		}
 		return err
 	case plan.Update:
-		_, err := c.services.Update(render.UpdatedService(svc, a.ExistingService))
+		_, err := services.Update(render.UpdatedService(svc, a.ExistingService))
 		return err
 	case plan.Delete:
-		return ignoreNotFound(c.services.Delete(svc.Namespace, svc.Name, preconditions(svc)))
+		return ignoreNotFound(services.Delete(svc.Namespace, svc.Name, preconditions(svc)))
 	}
 	return fmt.Errorf("unknown Service action %q", a.Kind)
 }
 
 func (c *Controller) writeDeployment(a plan.Action) error {
 	d := a.Deployment
+	access, ok := c.deployments[d.Namespace]
+	if !ok {
+		return fmt.Errorf("no Deployment client for namespace %s", d.Namespace)
+	}
+	deployments := access.client
 	var err error
 	switch a.Kind {
 	case plan.Create:
-		_, err = c.deployments.Create(d)
+		_, err = deployments.Create(d)
 		if apierrors.IsAlreadyExists(err) {
 			// The cache is behind; its event brings the next reconcile.
 			err = nil
 		}
 	case plan.Update:
-		_, err = c.deployments.Update(render.UpdatedDeployment(d, a.Existing))
+		_, err = deployments.Update(render.UpdatedDeployment(d, a.Existing))
 	case plan.Replace, plan.Delete:
 		target := d
 		if a.Kind == plan.Replace {
 			target = a.Existing
 		}
-		err = ignoreNotFound(c.deployments.Delete(target.Namespace, target.Name, preconditions(target)))
+		err = ignoreNotFound(deployments.Delete(target.Namespace, target.Name, preconditions(target)))
 	default:
 		err = fmt.Errorf("unknown action %q", a.Kind)
 	}

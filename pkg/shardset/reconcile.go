@@ -112,8 +112,8 @@ func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
 		ForceDeleted: c.forceDeletedSnapshot(),
 		ConfigMap:    c.opts.ConfigMap,
 	}
-	for ns, cache := range c.caches {
-		list, err := cache.List(ns, labels.Everything())
+	for ns, access := range c.deployments {
+		list, err := access.cache.List(ns, labels.Everything())
 		if err != nil {
 			return plan.Input{}, fmt.Errorf("listing cached Deployments in %s: %w", ns, err)
 		}
@@ -121,8 +121,8 @@ func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
 			in.Deployments[d.Namespace+"/"+d.Name] = d
 		}
 	}
-	for ns, cache := range c.serviceCaches {
-		list, err := cache.List(ns, labels.Everything())
+	for ns, access := range c.services {
+		list, err := access.cache.List(ns, labels.Everything())
 		if err != nil {
 			return plan.Input{}, fmt.Errorf("listing cached Services in %s: %w", ns, err)
 		}

@@ -3,7 +3,6 @@ package shardset
 import (
 	"fmt"
 	"maps"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +51,7 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 	if c.reported.exists && maps.Equal(data, c.reported.data) {
 		return nil
 	}
-	if wait := statusInterval - time.Since(c.lastStatusWrite); wait > 0 && cm != nil {
+	if wait := statusInterval - c.now().Sub(c.lastStatusWrite); wait > 0 && cm != nil {
 		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, wait)
 		return nil
 	}
@@ -62,7 +61,7 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 		return err
 	}
 	c.reported.status = st
-	c.lastStatusWrite = time.Now()
+	c.lastStatusWrite = c.now()
 	return nil
 }
 

@@ -52,15 +52,15 @@ type Options struct {
 
 // Controller reconciles the shard set.
 type Controller struct {
-	opts          Options
-	configMaps    corecontrollers.ConfigMapController
-	statusMaps    corecontrollers.ConfigMapClient
-	deployments   appscontrollers.DeploymentClient
-	caches        map[string]appscontrollers.DeploymentCache
-	services      corecontrollers.ServiceClient
-	serviceCaches map[string]corecontrollers.ServiceCache
-	mapped        plan.Mapped
-	recorder      record.EventRecorder
+	opts       Options
+	configMaps shardConfigMap
+	statusMaps statusStore
+	// deployments and services are keyed by namespace: a write goes
+	// through the client of the namespace of the object it writes.
+	deployments map[string]deploymentAccess
+	services    map[string]serviceAccess
+	mapped      plan.Mapped
+	recorder    record.EventRecorder
 
 	mu sync.Mutex
 	// reported is what the status ConfigMap says, nil until read once.
@@ -70,6 +70,8 @@ type Controller struct {
 	seen status.Status
 	// lastStatusWrite paces the status writes.
 	lastStatusWrite time.Time
+	// now is the clock of the pacing; tests set it.
+	now func() time.Time
 	// forceDeleted are the shards this process force-deleted.
 	forceDeleted map[string]bool
 
@@ -82,7 +84,9 @@ type Controller struct {
 // Register wires the controller: the ConfigMap handler, and the Deployment
 // and Service handlers of every source namespace (keyed by namespace in
 // deployments and services), which bring changes of the sources and of the
-// shards' copies back to the ConfigMap.
+// shards' copies back to the ConfigMap. Each namespace's Deployment and
+// Service controllers are also the cache and the client for the objects of
+// that namespace.
 func Register(ctx context.Context, opts Options,
 	configMaps corecontrollers.ConfigMapController,
 	statusMaps corecontrollers.ConfigMapClient,
@@ -91,28 +95,47 @@ func Register(ctx context.Context, opts Options,
 	mapped plan.Mapped,
 	recorder record.EventRecorder,
 ) *Controller {
-	c := &Controller{
-		opts:          opts,
-		configMaps:    configMaps,
-		statusMaps:    statusMaps,
-		caches:        map[string]appscontrollers.DeploymentCache{},
-		serviceCaches: map[string]corecontrollers.ServiceCache{},
-		mapped:        mapped,
-		recorder:      recorder,
-		forceDeleted:  map[string]bool{},
-	}
+	deploymentsByNS := make(map[string]deploymentAccess, len(deployments))
 	for ns, dc := range deployments {
-		c.caches[ns] = dc.Cache()
-		c.deployments = dc
+		deploymentsByNS[ns] = deploymentAccess{cache: dc.Cache(), client: dc}
+	}
+	servicesByNS := make(map[string]serviceAccess, len(services))
+	for ns, sc := range services {
+		servicesByNS[ns] = serviceAccess{cache: sc.Cache(), client: sc}
+	}
+	c := newController(opts, configMaps, statusMaps, deploymentsByNS, servicesByNS, mapped, recorder)
+	for _, dc := range deployments {
 		dc.OnChange(ctx, "shardkeeper-deployment", c.onDeployment)
 	}
-	for ns, sc := range services {
-		c.serviceCaches[ns] = sc.Cache()
-		c.services = sc
+	for _, sc := range services {
 		sc.OnChange(ctx, "shardkeeper-service", c.onService)
 	}
 	configMaps.OnChange(ctx, "shardkeeper-shards", c.OnChange)
 	return c
+}
+
+// newController builds the Controller from the narrow interfaces, without
+// wiring any handler: Register wires them, the tests call it with fakes.
+// deployments and services are keyed by namespace.
+func newController(opts Options,
+	configMaps shardConfigMap,
+	statusMaps statusStore,
+	deployments map[string]deploymentAccess,
+	services map[string]serviceAccess,
+	mapped plan.Mapped,
+	recorder record.EventRecorder,
+) *Controller {
+	return &Controller{
+		opts:         opts,
+		configMaps:   configMaps,
+		statusMaps:   statusMaps,
+		deployments:  deployments,
+		services:     services,
+		mapped:       mapped,
+		recorder:     recorder,
+		forceDeleted: map[string]bool{},
+		now:          time.Now,
+	}
 }
 
 func (c *Controller) enqueue() {

@@ -1,0 +1,416 @@
+package shardset
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+)
+
+// The fakes below record every call the controller makes and keep the
+// objects written, so that a test can both check the requests and let a
+// later reconcile see their outcome.
+
+const testNS = "cattle-fleet-system"
+
+// shardCM is the shard ConfigMap of the tests.
+var shardCM = types.NamespacedName{Namespace: testNS, Name: "shardkeeper"}
+
+// kubeObject is a Deployment or a Service.
+type kubeObject[T any] interface {
+	metav1.Object
+	DeepCopy() T
+}
+
+// clientCall is one recorded request to a fakeClient.
+type clientCall[T any] struct {
+	Verb string // create, update, delete
+	Key  string // namespace/name
+	// Object is what a create or update sent.
+	Object T
+	// Options are what a delete sent.
+	Options *metav1.DeleteOptions
+}
+
+// fakeClient is both a client (deploymentWriter, serviceWriter) and a
+// cache (deploymentLister, serviceLister) over one store of objects. It is
+// safe for the parallel writes of apply.
+type fakeClient[T kubeObject[T]] struct {
+	resource string
+
+	mu      sync.Mutex
+	objects map[string]T
+	calls   []clientCall[T]
+	// errs fails the request "verb namespace/name" with the error.
+	errs map[string]error
+	rv   int
+}
+
+func newFakeClient[T kubeObject[T]](resource string, objs ...T) *fakeClient[T] {
+	f := &fakeClient[T]{resource: resource, objects: map[string]T{}, errs: map[string]error{}}
+	for _, o := range objs {
+		f.objects[o.GetNamespace()+"/"+o.GetName()] = o.DeepCopy()
+	}
+	return f
+}
+
+func (f *fakeClient[T]) gr() schema.GroupResource { return schema.GroupResource{Resource: f.resource} }
+
+func (f *fakeClient[T]) failOn(verb, key string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs[verb+" "+key] = err
+}
+
+func (f *fakeClient[T]) record(verb, key string, obj T, opts *metav1.DeleteOptions) error {
+	var sent T
+	if verb != "delete" {
+		sent = obj.DeepCopy()
+	}
+	f.calls = append(f.calls, clientCall[T]{Verb: verb, Key: key, Object: sent, Options: opts})
+	return f.errs[verb+" "+key]
+}
+
+func (f *fakeClient[T]) store(o T) T {
+	f.rv++
+	out := o.DeepCopy()
+	out.SetResourceVersion(strconv.Itoa(f.rv))
+	if out.GetUID() == "" {
+		out.SetUID(types.UID(f.resource + "-uid-" + strconv.Itoa(f.rv)))
+	}
+	f.objects[o.GetNamespace()+"/"+o.GetName()] = out
+	return out.DeepCopy()
+}
+
+func (f *fakeClient[T]) Create(o T) (T, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := o.GetNamespace() + "/" + o.GetName()
+	var zero T
+	if err := f.record("create", key, o, nil); err != nil {
+		return zero, err
+	}
+	if _, ok := f.objects[key]; ok {
+		return zero, apierrors.NewAlreadyExists(f.gr(), o.GetName())
+	}
+	return f.store(o), nil
+}
+
+func (f *fakeClient[T]) Update(o T) (T, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := o.GetNamespace() + "/" + o.GetName()
+	var zero T
+	if err := f.record("update", key, o, nil); err != nil {
+		return zero, err
+	}
+	if _, ok := f.objects[key]; !ok {
+		return zero, apierrors.NewNotFound(f.gr(), o.GetName())
+	}
+	return f.store(o), nil
+}
+
+func (f *fakeClient[T]) Delete(namespace, name string, opts *metav1.DeleteOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := namespace + "/" + name
+	var zero T
+	if err := f.record("delete", key, zero, opts); err != nil {
+		return err
+	}
+	if _, ok := f.objects[key]; !ok {
+		return apierrors.NewNotFound(f.gr(), name)
+	}
+	delete(f.objects, key)
+	return nil
+}
+
+func (f *fakeClient[T]) List(namespace string, selector labels.Selector) ([]T, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []T
+	for _, key := range slices.Sorted(maps.Keys(f.objects)) {
+		o := f.objects[key]
+		if o.GetNamespace() == namespace && selector.Matches(labels.Set(o.GetLabels())) {
+			out = append(out, o.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+// requests returns the recorded calls, sorted by verb and key (apply
+// writes in parallel).
+func (f *fakeClient[T]) requests() []clientCall[T] {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.calls)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Verb != out[j].Verb {
+			return out[i].Verb < out[j].Verb
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// summary returns "verb namespace/name" of every recorded call, sorted.
+func (f *fakeClient[T]) summary() []string {
+	var out []string
+	for _, c := range f.requests() {
+		out = append(out, c.Verb+" "+c.Key)
+	}
+	return out
+}
+
+func (f *fakeClient[T]) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = nil
+}
+
+type fakeDeployments = fakeClient[*appsv1.Deployment]
+type fakeServices = fakeClient[*corev1.Service]
+
+// enqueued is one recorded Enqueue or EnqueueAfter.
+type enqueued struct {
+	Key   string
+	After time.Duration
+}
+
+// patched is one recorded Patch.
+type patched struct {
+	Key  string
+	Type types.PatchType
+	Data []byte
+}
+
+// fakeConfigMaps is the shard ConfigMap's controller (shardConfigMap).
+type fakeConfigMaps struct {
+	mu       sync.Mutex
+	enqueues []enqueued
+	patches  []patched
+	patchErr error
+}
+
+func (f *fakeConfigMaps) Enqueue(namespace, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.enqueues = append(f.enqueues, enqueued{Key: namespace + "/" + name})
+}
+
+func (f *fakeConfigMaps) EnqueueAfter(namespace, name string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.enqueues = append(f.enqueues, enqueued{Key: namespace + "/" + name, After: d})
+}
+
+func (f *fakeConfigMaps) Patch(namespace, name string, pt types.PatchType, data []byte, subresources ...string) (*corev1.ConfigMap, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.patches = append(f.patches, patched{Key: namespace + "/" + name, Type: pt, Data: slices.Clone(data)})
+	if f.patchErr != nil {
+		return nil, f.patchErr
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, nil
+}
+
+// fakeStatusStore holds the status ConfigMaps (statusStore). Like the API
+// server it refuses a create of an existing object and an update whose
+// resourceVersion is not the current one.
+type fakeStatusStore struct {
+	objects map[string]*corev1.ConfigMap
+	// calls are "get|create|update namespace/name".
+	calls []string
+	rv    int
+}
+
+func newFakeStatusStore() *fakeStatusStore {
+	return &fakeStatusStore{objects: map[string]*corev1.ConfigMap{}}
+}
+
+var configMapsGR = schema.GroupResource{Resource: "configmaps"}
+
+func (f *fakeStatusStore) Get(namespace, name string, _ metav1.GetOptions) (*corev1.ConfigMap, error) {
+	f.calls = append(f.calls, "get "+namespace+"/"+name)
+	cm, ok := f.objects[namespace+"/"+name]
+	if !ok {
+		return nil, apierrors.NewNotFound(configMapsGR, name)
+	}
+	return cm.DeepCopy(), nil
+}
+
+func (f *fakeStatusStore) Create(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	key := cm.Namespace + "/" + cm.Name
+	f.calls = append(f.calls, "create "+key)
+	if _, ok := f.objects[key]; ok {
+		return nil, apierrors.NewAlreadyExists(configMapsGR, cm.Name)
+	}
+	return f.store(cm), nil
+}
+
+func (f *fakeStatusStore) Update(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	key := cm.Namespace + "/" + cm.Name
+	f.calls = append(f.calls, "update "+key)
+	cur, ok := f.objects[key]
+	if !ok {
+		return nil, apierrors.NewNotFound(configMapsGR, cm.Name)
+	}
+	if cm.ResourceVersion != cur.ResourceVersion {
+		return nil, apierrors.NewConflict(configMapsGR, cm.Name, nil)
+	}
+	return f.store(cm), nil
+}
+
+func (f *fakeStatusStore) store(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	f.rv++
+	out := cm.DeepCopy()
+	out.ResourceVersion = strconv.Itoa(f.rv)
+	f.objects[cm.Namespace+"/"+cm.Name] = out
+	return out.DeepCopy()
+}
+
+// writes returns the recorded creates and updates.
+func (f *fakeStatusStore) writes() []string {
+	var out []string
+	for _, c := range f.calls {
+		if c[:3] != "get" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// fakeMapped is a fixed table of mapped objects (plan.Mapped): shard ->
+// kind -> "namespace/name".
+type fakeMapped struct {
+	synced  bool
+	objects map[string]map[string][]string
+}
+
+func (f fakeMapped) Synced() bool { return f.synced }
+
+func (f fakeMapped) Counts(shard string) map[string]int {
+	out := map[string]int{}
+	for kind, names := range f.objects[shard] {
+		out[kind] = len(names)
+	}
+	return out
+}
+
+func (f fakeMapped) Sample(shard string, n int) []string {
+	var out []string
+	for kind, names := range f.objects[shard] {
+		for _, name := range names {
+			out = append(out, kind+" "+name)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+func (f fakeMapped) Shards() []string { return slices.Sorted(maps.Keys(f.objects)) }
+
+func (f fakeMapped) MappedTo(shard string) []mapped.Object {
+	var out []mapped.Object
+	for _, kind := range slices.Sorted(maps.Keys(f.objects[shard])) {
+		for _, key := range f.objects[shard][kind] {
+			ns, name, _ := strings.Cut(key, "/")
+			out = append(out, mapped.Object{Kind: kind, Namespace: ns, Name: name, Shard: shard, Labelled: true, Weight: 1})
+		}
+	}
+	return out
+}
+
+func (f fakeMapped) All() []mapped.Object {
+	var out []mapped.Object
+	for _, shard := range f.Shards() {
+		out = append(out, f.MappedTo(shard)...)
+	}
+	return out
+}
+
+// env is a Controller built by newController over fakes.
+type env struct {
+	c           *Controller
+	configMaps  *fakeConfigMaps
+	statusMaps  *fakeStatusStore
+	deployments *fakeDeployments
+	services    *fakeServices
+	recorder    *record.FakeRecorder
+	mapped      *fakeMapped
+}
+
+// newEnv returns a Controller whose one namespace, testNS, holds deps and
+// svcs.
+func newEnv(t *testing.T, opts Options, deps []*appsv1.Deployment, svcs []*corev1.Service) *env {
+	t.Helper()
+	if opts.ConfigMap == (types.NamespacedName{}) {
+		opts.ConfigMap = shardCM
+	}
+	e := &env{
+		configMaps:  &fakeConfigMaps{},
+		statusMaps:  newFakeStatusStore(),
+		deployments: newFakeClient("deployments", deps...),
+		services:    newFakeClient("services", svcs...),
+		recorder:    record.NewFakeRecorder(1000),
+		mapped:      &fakeMapped{synced: true, objects: map[string]map[string][]string{}},
+	}
+	e.c = e.restart(opts)
+	return e
+}
+
+// restart returns a fresh Controller over the same fakes, as after a
+// restart of the daemon.
+func (e *env) restart(opts Options) *Controller {
+	if opts.ConfigMap == (types.NamespacedName{}) {
+		opts.ConfigMap = shardCM
+	}
+	return newController(opts, e.configMaps, e.statusMaps,
+		map[string]deploymentAccess{testNS: {cache: e.deployments, client: e.deployments}},
+		map[string]serviceAccess{testNS: {cache: e.services, client: e.services}},
+		e.mapped, e.recorder)
+}
+
+// events drains the Events recorded so far, as "Type Reason Message".
+func (e *env) events() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+// shardConfigMapObject is the shard ConfigMap with the given shards and
+// force-delete annotation ("" for none).
+func shardConfigMapObject(shards, force string) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: shardCM.Namespace, Name: shardCM.Name, UID: "cm-uid", ResourceVersion: "42"},
+		Data:       map[string]string{"shards": shards},
+	}
+	if force != "" {
+		cm.Annotations = map[string]string{"shardkeeper.io/force-delete": force}
+	}
+	return cm
+}

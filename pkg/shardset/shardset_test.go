@@ -1,0 +1,281 @@
+package shardset
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appscontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/apps/v1"
+	corecontrollers "github.com/rancher/wrangler/v3/pkg/generated/controllers/core/v1"
+	"github.com/rancher/wrangler/v3/pkg/generic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+)
+
+// The wrangler fakes below embed the wrangler interfaces (nil) and
+// implement only what Register and the Controller call: any other call
+// panics.
+
+type wranglerDeployments struct {
+	appscontrollers.DeploymentController
+	fake     *fakeDeployments
+	handlers []string
+	onChange generic.ObjectHandler[*appsv1.Deployment]
+}
+
+func (w *wranglerDeployments) OnChange(_ context.Context, name string, h generic.ObjectHandler[*appsv1.Deployment]) {
+	w.handlers = append(w.handlers, name)
+	w.onChange = h
+}
+func (w *wranglerDeployments) Cache() generic.CacheInterface[*appsv1.Deployment] {
+	return deploymentCache{fake: w.fake}
+}
+func (w *wranglerDeployments) Create(d *appsv1.Deployment) (*appsv1.Deployment, error) {
+	return w.fake.Create(d)
+}
+func (w *wranglerDeployments) Update(d *appsv1.Deployment) (*appsv1.Deployment, error) {
+	return w.fake.Update(d)
+}
+func (w *wranglerDeployments) Delete(namespace, name string, opts *metav1.DeleteOptions) error {
+	return w.fake.Delete(namespace, name, opts)
+}
+
+type deploymentCache struct {
+	appscontrollers.DeploymentCache
+	fake *fakeDeployments
+}
+
+func (c deploymentCache) List(namespace string, selector labels.Selector) ([]*appsv1.Deployment, error) {
+	return c.fake.List(namespace, selector)
+}
+
+type wranglerServices struct {
+	corecontrollers.ServiceController
+	fake     *fakeServices
+	handlers []string
+	onChange generic.ObjectHandler[*corev1.Service]
+}
+
+func (w *wranglerServices) OnChange(_ context.Context, name string, h generic.ObjectHandler[*corev1.Service]) {
+	w.handlers = append(w.handlers, name)
+	w.onChange = h
+}
+func (w *wranglerServices) Cache() generic.CacheInterface[*corev1.Service] {
+	return serviceCache{fake: w.fake}
+}
+func (w *wranglerServices) Create(s *corev1.Service) (*corev1.Service, error) {
+	return w.fake.Create(s)
+}
+func (w *wranglerServices) Update(s *corev1.Service) (*corev1.Service, error) {
+	return w.fake.Update(s)
+}
+func (w *wranglerServices) Delete(namespace, name string, opts *metav1.DeleteOptions) error {
+	return w.fake.Delete(namespace, name, opts)
+}
+
+type serviceCache struct {
+	corecontrollers.ServiceCache
+	fake *fakeServices
+}
+
+func (c serviceCache) List(namespace string, selector labels.Selector) ([]*corev1.Service, error) {
+	return c.fake.List(namespace, selector)
+}
+
+type wranglerConfigMaps struct {
+	corecontrollers.ConfigMapController
+	*fakeConfigMaps
+	handlers []string
+	onChange generic.ObjectHandler[*corev1.ConfigMap]
+}
+
+func (w *wranglerConfigMaps) OnChange(_ context.Context, name string, h generic.ObjectHandler[*corev1.ConfigMap]) {
+	w.handlers = append(w.handlers, name)
+	w.onChange = h
+}
+func (w *wranglerConfigMaps) Enqueue(namespace, name string) {
+	w.fakeConfigMaps.Enqueue(namespace, name)
+}
+func (w *wranglerConfigMaps) EnqueueAfter(namespace, name string, d time.Duration) {
+	w.fakeConfigMaps.EnqueueAfter(namespace, name, d)
+}
+func (w *wranglerConfigMaps) Patch(namespace, name string, pt types.PatchType, data []byte, sub ...string) (*corev1.ConfigMap, error) {
+	return w.fakeConfigMaps.Patch(namespace, name, pt, data, sub...)
+}
+
+type wranglerStatusMaps struct {
+	corecontrollers.ConfigMapClient
+	*fakeStatusStore
+}
+
+func (w wranglerStatusMaps) Get(namespace, name string, o metav1.GetOptions) (*corev1.ConfigMap, error) {
+	return w.fakeStatusStore.Get(namespace, name, o)
+}
+func (w wranglerStatusMaps) Create(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return w.fakeStatusStore.Create(cm)
+}
+func (w wranglerStatusMaps) Update(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return w.fakeStatusStore.Update(cm)
+}
+
+// Register wires one handler per controller, keeps each namespace's client
+// for the writes in that namespace, and the handlers bring the relevant
+// changes back to the shard ConfigMap.
+func TestRegister(t *testing.T) {
+	set, err := source.Build(source.Options{Presets: []string{source.PresetFleet}, FleetNamespace: "ns-a"})
+	require.NoError(t, err)
+	cms := &wranglerConfigMaps{fakeConfigMaps: &fakeConfigMaps{}}
+	deps := map[string]*wranglerDeployments{
+		"ns-a": {fake: newFakeClient[*appsv1.Deployment]("deployments", fixture.Gitjob("ns-a"))},
+		"ns-b": {fake: newFakeClient[*appsv1.Deployment]("deployments")},
+	}
+	svcs := map[string]*wranglerServices{
+		"ns-a": {fake: newFakeClient[*corev1.Service]("services")},
+		"ns-b": {fake: newFakeClient[*corev1.Service]("services")},
+	}
+	depControllers := map[string]appscontrollers.DeploymentController{}
+	for ns, d := range deps {
+		depControllers[ns] = d
+	}
+	svcControllers := map[string]corecontrollers.ServiceController{}
+	for ns, s := range svcs {
+		svcControllers[ns] = s
+	}
+	ref := types.NamespacedName{Namespace: "ns-a", Name: "shardkeeper"}
+
+	c := Register(context.Background(), Options{ConfigMap: ref, Sources: set.Sources},
+		cms, wranglerStatusMaps{fakeStatusStore: newFakeStatusStore()}, depControllers, svcControllers,
+		fakeMapped{synced: true}, record.NewFakeRecorder(10))
+
+	assert.Equal(t, []string{"shardkeeper-shards"}, cms.handlers)
+	for ns := range deps {
+		assert.Equal(t, []string{"shardkeeper-deployment"}, deps[ns].handlers, ns)
+		assert.Equal(t, []string{"shardkeeper-service"}, svcs[ns].handlers, ns)
+	}
+
+	// The caches are read per namespace.
+	in, err := c.input(shardconfig.Config{})
+	require.NoError(t, err)
+	assert.Contains(t, in.Deployments, "ns-a/gitjob")
+
+	// The writes go through their namespace's client.
+	for _, ns := range []string{"ns-b", "ns-a"} {
+		require.NoError(t, c.write(plan.Action{Kind: plan.Create, Shard: "x", Deployment: shardDeployment(ns, "gitjob", "x")}))
+		require.NoError(t, c.write(plan.Action{Kind: plan.Create, Shard: "x", Service: shardService(ns, "x")}))
+		assert.Equal(t, []string{"create " + ns + "/gitjob-shard-x"}, deps[ns].fake.summary())
+		assert.Equal(t, []string{"create " + ns + "/monitoring-fleet-controller-shard-x"}, svcs[ns].fake.summary())
+	}
+
+	// A managed or source Deployment enqueues the shard ConfigMap; another
+	// one does not.
+	_, _ = deps["ns-a"].onChange("ns-a/unrelated", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-a", Name: "unrelated"}})
+	assert.Empty(t, cms.enqueues)
+	_, _ = deps["ns-a"].onChange("ns-a/gitjob", nil)
+	assert.Equal(t, []enqueued{{Key: ref.String()}}, cms.enqueues)
+	_, _ = svcs["ns-a"].onChange("ns-a/monitoring-fleet-controller-shard-z", nil)
+	assert.Len(t, cms.enqueues, 2)
+
+	// The ConfigMap handler reconciles only the shard ConfigMap.
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-a", Name: "other"}}
+	out, err := cms.onChange("ns-a/other", other)
+	require.NoError(t, err)
+	assert.Same(t, other, out)
+	assert.Error(t, c.Ready(), "no reconcile yet")
+}
+
+// fleetEnv is a Controller for Fleet's preset over the fixtures: the
+// fleet-controller and gitjob Deployments and their metrics Services.
+func fleetEnv(t *testing.T) *env {
+	set, err := source.Build(source.Options{Presets: []string{source.PresetFleet}, FleetNamespace: testNS})
+	require.NoError(t, err)
+	return newEnv(t, Options{Sources: set.Sources},
+		[]*appsv1.Deployment{fixture.FleetController(testNS), fixture.Gitjob(testNS)},
+		fixture.FleetMetricsServices(testNS))
+}
+
+func TestOnChangeCreatesShards(t *testing.T) {
+	e := fleetEnv(t)
+	cm := shardConfigMapObject("a,b", "")
+
+	out, err := e.c.OnChange(shardCM.String(), cm)
+
+	require.NoError(t, err)
+	assert.Same(t, cm, out)
+	require.NoError(t, e.c.Ready())
+	assert.Equal(t, []string{
+		"create " + testNS + "/fleet-controller-shard-a", "create " + testNS + "/fleet-controller-shard-b",
+		"create " + testNS + "/gitjob-shard-a", "create " + testNS + "/gitjob-shard-b",
+	}, e.deployments.summary())
+	assert.Equal(t, []string{
+		"create " + testNS + "/monitoring-fleet-controller-shard-a", "create " + testNS + "/monitoring-fleet-controller-shard-b",
+		"create " + testNS + "/monitoring-gitjob-shard-a", "create " + testNS + "/monitoring-gitjob-shard-b",
+	}, e.services.summary())
+	assert.Equal(t, []string{
+		"Normal ShardCreated shard a created: fleet-controller-shard-a, gitjob-shard-a, monitoring-fleet-controller-shard-a, monitoring-gitjob-shard-a",
+		"Normal ShardCreated shard b created: fleet-controller-shard-b, gitjob-shard-b, monitoring-fleet-controller-shard-b, monitoring-gitjob-shard-b",
+	}, e.events())
+	assert.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes())
+	assert.Empty(t, e.configMaps.patches)
+
+	// Once the writes are in the caches, a reconcile changes nothing.
+	e.deployments.reset()
+	e.services.reset()
+	_, err = e.c.OnChange(shardCM.String(), cm)
+	require.NoError(t, err)
+	assert.Empty(t, e.deployments.summary())
+	assert.Empty(t, e.services.summary())
+	assert.Empty(t, e.events())
+}
+
+func TestOnChangeForceDeletes(t *testing.T) {
+	e := fleetEnv(t)
+	_, err := e.c.OnChange(shardCM.String(), shardConfigMapObject("a,b", ""))
+	require.NoError(t, err)
+	e.events()
+	e.deployments.reset()
+	e.services.reset()
+	e.mapped.objects["b"] = map[string][]string{"gitrepos": {"team/repo"}}
+	cachedB, err := e.deployments.List(testNS, labels.SelectorFromSet(labels.Set{"shardkeeper.io/shard": "b"}))
+	require.NoError(t, err)
+	require.Len(t, cachedB, 2)
+
+	cm := shardConfigMapObject("a", "b")
+	cm.ResourceVersion = "77"
+	_, err = e.c.OnChange(shardCM.String(), cm)
+	require.NoError(t, err)
+
+	calls := e.deployments.requests()
+	require.Len(t, calls, 2)
+	for i, d := range cachedB {
+		assert.Equal(t, "delete "+testNS+"/"+d.Name, calls[i].Verb+" "+calls[i].Key)
+		assert.Equal(t, d.UID, *calls[i].Options.Preconditions.UID)
+		assert.Equal(t, d.ResourceVersion, *calls[i].Options.Preconditions.ResourceVersion)
+	}
+	assert.Contains(t, e.events(), "Warning ShardForceDeleted shard b force-deleted; left behind with no controller: 1 gitrepos (gitrepos team/repo)")
+	require.Len(t, e.configMaps.patches, 1)
+	assert.JSONEq(t, `{"metadata":{"resourceVersion":"77","annotations":{"shardkeeper.io/force-delete":null}}}`, string(e.configMaps.patches[0].Data))
+}
+
+// Before the mapped caches are full the counts are wrong: the status is
+// not written, and the reconcile is enqueued again.
+func TestOnChangeWaitsForTheMappedCaches(t *testing.T) {
+	e := fleetEnv(t)
+	e.mapped.synced = false
+
+	_, err := e.c.OnChange(shardCM.String(), shardConfigMapObject("a", ""))
+
+	require.NoError(t, err)
+	assert.Empty(t, e.statusMaps.calls)
+	assert.Equal(t, []enqueued{{Key: shardCM.String(), After: time.Second}}, e.configMaps.enqueues)
+}
