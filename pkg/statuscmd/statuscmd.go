@@ -4,6 +4,7 @@ package statuscmd
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,7 +26,9 @@ func Run(args []string, defaultNamespace string, out io.Writer) error {
 	configMap := fs.String("configmap", "shardkeeper", "name of the shard ConfigMap")
 	output := fs.String("output", "table", "output format: table, wide, yaml or json")
 	fs.StringVar(output, "o", "table", "shorthand for --output")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed; asking for it is no failure
+	} else if err != nil {
 		return err
 	}
 	loader := kubeconfig.GetNonInteractiveClientConfig(*path)
