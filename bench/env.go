@@ -31,6 +31,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
 // DaemonUser is the user the daemon authenticates as on the audited API
@@ -243,6 +244,20 @@ func (e *env) config(qps float32, burst int) *rest.Config {
 	return c
 }
 
+// memoryKinds are the kinds of the memory part's objects, created in turn:
+// a quarter each. Fleet's Bundles and BundleDeployments are as many as the
+// GitRepos here; in a real fleet there are more of them (one Bundle per
+// path, one BundleDeployment per Bundle and cluster).
+var memoryKinds = []struct {
+	gvr   schema.GroupVersionResource
+	label string
+}{
+	{fixture.GitRepos, source.FleetShardRefLabel},
+	{fixture.HelmReleases, source.FluxShardKeyLabel},
+	{fixture.Bundles, source.FleetShardRefLabel},
+	{fixture.BundleDeployments, source.FleetShardRefLabel},
+}
+
 // setup creates the namespaces, the mapped kinds' CRDs, the source
 // Deployments and the shard ConfigMap (with no shards), and waits until the
 // sources run.
@@ -265,7 +280,7 @@ func (e *env) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, gvr := range []schema.GroupVersionResource{fixture.GitRepos, fixture.HelmOps, fixture.HelmReleases} {
+	for _, gvr := range []schema.GroupVersionResource{fixture.GitRepos, fixture.HelmOps, fixture.Bundles, fixture.BundleDeployments, fixture.HelmReleases} {
 		_, err := e.dyn.Resource(fixture.CRDs).Create(ctx, fixture.CRD(gvr), metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating CRD %s: %w", gvr.Resource, err)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
-	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
 // createObjects creates the mapped objects [from, to) with b.writers
@@ -57,13 +56,11 @@ func (b *bench) createObjects(ctx context.Context, from, to int) (float64, error
 				if i >= to || ctx.Err() != nil {
 					return
 				}
-				gvr := fixture.GitRepos
-				label := source.FleetShardRefLabel
-				if i%2 == 1 {
-					gvr, label = fixture.HelmReleases, source.FluxShardKeyLabel
-				}
-				ns := fmt.Sprintf("%s%d", objNSBase, (i/2)%objNSs)
-				obj := fixture.Object(gvr, ns, fmt.Sprintf("obj-%06d", i), label, fmt.Sprintf("s%03d", (i/2)%b.scaleShards))
+				k := memoryKinds[i%len(memoryKinds)]
+				gvr, label := k.gvr, k.label
+				j := i / len(memoryKinds)
+				ns := fmt.Sprintf("%s%d", objNSBase, j%objNSs)
+				obj := fixture.Object(gvr, ns, fmt.Sprintf("obj-%06d", i), label, fmt.Sprintf("s%03d", j%b.scaleShards))
 				var err error
 				for attempt := range 30 {
 					_, err = dyn.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})

@@ -1,7 +1,7 @@
-// Command ref is the memory reference of the benchmark: it caches GitRepos
-// and HelmReleases with full dynamic (unstructured) informers, as a
-// controller without any trimming would, prints one line when both caches
-// have synced, and then blocks until it is signalled. It also prints a line
+// Command ref is the memory reference of the benchmark: it caches GitRepos,
+// HelmReleases, Bundles and BundleDeployments with full dynamic
+// (unstructured) informers, as a controller without any trimming would,
+// prints one line when every cache has synced, and then blocks until it is signalled. It also prints a line
 // "gc N" whenever its count of completed garbage collections changes, so
 // that its memory can be read after a collection, as the daemon's is (from
 // its go_gc_duration_seconds_count); it never triggers one itself.
@@ -49,7 +49,7 @@ func run(kubeconfig string) error {
 	}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
 	var informers []cache.SharedIndexInformer
-	for _, gvr := range []schema.GroupVersionResource{fixture.GitRepos, fixture.HelmReleases} {
+	for _, gvr := range []schema.GroupVersionResource{fixture.GitRepos, fixture.HelmReleases, fixture.Bundles, fixture.BundleDeployments} {
 		informers = append(informers, factory.ForResource(gvr).Informer())
 	}
 	go reportGC(ctx)
