@@ -114,7 +114,7 @@ func TestShardMetricsServiceConflictAndAdoption(t *testing.T) {
 	assert.NotContains(t, kinds(p)[Update], static.Name, "an unmanaged Service is never touched")
 	assert.Equal(t, StateConflict, p.Shards[0].State)
 	assert.Contains(t, p.Shards[0].Message, "Service "+ns+"/"+static.Name)
-	assert.Contains(t, p.Conflicts, "Service "+ns+"/"+static.Name)
+	assert.Contains(t, conflictsIn(p.Shards[0]), "Service "+ns+"/"+static.Name)
 
 	// Handed over by its label: adopted in place, its cluster IP kept.
 	static.Labels[render.ManagedByLabel] = render.ManagedByValue

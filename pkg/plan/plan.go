@@ -194,9 +194,6 @@ type Plan struct {
 	// is carried out, and ForceChanged whether it differs.
 	Force        shardconfig.Force
 	ForceChanged bool
-	// Conflicts are "Kind namespace/name" of unmanaged Deployments and
-	// Services in the way.
-	Conflicts []string
 	// NotShardAware are sources that would also reconcile sharded objects;
 	// no new copy of them is created.
 	NotShardAware []NotShardAware
@@ -280,17 +277,21 @@ func validateForce(in Input, running map[string]*inForce) error {
 
 // listed is what deciding one listed shard produces.
 type listed struct {
-	actions   []Action
+	actions []Action
+	// conflicts are "Kind namespace/name" of unmanaged Deployments and
+	// Services in the way, for the shard's message.
 	conflicts []string
 	// withheld are copies not created because their source is not
 	// shard-aware.
 	withheld []string
 }
 
-// decideListed decides the writes of one listed shard and fills in its
-// status: Desired, Ready, and the state and message of a conflict or a
-// withheld copy.
-func decideListed(in Input, shard shardconfig.Shard, isNew bool, st *ShardStatus, renderErr func(error)) listed {
+// decideShard decides the writes of one listed shard and fills in its
+// status. A Deployment or Service that shardkeeper does not manage is never
+// touched, and a copy of a source that is not shard-aware is never created,
+// since either would put two controllers on the same objects; the shard
+// says why instead.
+func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *ShardStatus, renderErr func(error)) listed {
 	var out listed
 	for _, s := range in.Sources {
 		if s.Live == nil {
@@ -389,7 +390,10 @@ func decideService(in Input, s SourceState, shard shardconfig.Shard, isNew bool)
 	return nil, "", nil
 }
 
-// Decide computes the plan for a valid configuration.
+// Decide computes the plan for a valid configuration. The steps run in
+// this order because each reads what the one before it decided: removed
+// shards drain only onto the targets of the listed shards, and a
+// force-delete entry is consumed only by the removals it let through.
 func Decide(in Input) (Plan, error) {
 	running := shardsInForce(in.Sources, in.Deployments, in.Services)
 	synced := in.Mapped.Synced()
@@ -400,15 +404,35 @@ func Decide(in Input) (Plan, error) {
 		return Plan{}, err
 	}
 	p := Plan{NewShards: map[string]bool{}}
-	desired := in.Config.IDs()
-	place := in.Config.Placement
+	p.NotShardAware = notShardAware(in.Sources)
+	decideListed(in, running, &p)
+	decideRemoved(in, running, synced, &p)
+	p.Force, p.ForceChanged = consumeForce(in, running, p.Removals, synced)
+	p.Unknown = unknownShards(in, running)
+	sort.Slice(p.Shards, func(i, j int) bool { return p.Shards[i].ID < p.Shards[j].ID })
+	return p, nil
+}
 
-	for _, s := range in.Sources {
+// notShardAware lists the sources to warn about: such a source would
+// reconcile the sharded objects alongside the shards, so the operator must
+// restart it with the argument before new copies of it are made.
+func notShardAware(sources []SourceState) []NotShardAware {
+	var out []NotShardAware
+	for _, s := range sources {
 		if s.Live != nil && !s.shardAware() {
-			p.NotShardAware = append(p.NotShardAware, NotShardAware{Source: s.Source.Key(), Needs: s.Source.RequiredArg})
+			out = append(out, NotShardAware{Source: s.Source.Key(), Needs: s.Source.RequiredArg})
 		}
 	}
+	return out
+}
 
+// decideListed decides every listed shard. Placement is settled here, after
+// the shard's own writes, because only a shard whose Deployments are all
+// ready may take objects, and a shard in conflict is not ours to place
+// onto or drain. A render error is reported once, however many shards hit
+// it, since it is the source's fault, not the shard's.
+func decideListed(in Input, running map[string]*inForce, p *Plan) {
+	place := in.Config.Placement
 	renderFailed := map[string]bool{}
 	renderErr := func(err error) {
 		if !renderFailed[err.Error()] {
@@ -421,9 +445,8 @@ func Decide(in Input) (Plan, error) {
 			p.NewShards[shard.ID] = true
 		}
 		st := ShardStatus{ID: shard.ID, State: StateActive}
-		d := decideListed(in, shard, p.NewShards[shard.ID], &st, renderErr)
+		d := decideShard(in, shard, p.NewShards[shard.ID], &st, renderErr)
 		p.Actions = append(p.Actions, d.actions...)
-		p.Conflicts = append(p.Conflicts, d.conflicts...)
 		st.JobPlacement = JobPlacementMismatch(in, shard)
 		st.Mapped = nonZero(in.Mapped.Counts(shard.ID))
 		switch {
@@ -442,9 +465,17 @@ func Decide(in Input) (Plan, error) {
 		}
 		p.Shards = append(p.Shards, st)
 	}
+}
 
-	force := in.Config.Force
-	var consumed []string
+// decideRemoved decides the shards in force that are no longer listed.
+// Deleting a shard that objects still map to would leave them served by
+// no controller, so its Deployments are kept until the caches have synced
+// (the counts are wrong before), until placement has drained it, or until
+// the operator forces the deletion. It runs after decideListed because a
+// draining shard needs the listed shards' targets to drain onto.
+func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) {
+	desired := in.Config.IDs()
+	force, place := in.Config.Force, in.Config.Placement
 	for _, id := range slices.Sorted(maps.Keys(running)) {
 		if desired[id] {
 			continue
@@ -486,9 +517,6 @@ func Decide(in Input) (Plan, error) {
 			r.Mapped = counts
 			r.Sample = in.Mapped.Sample(id, SampleSize)
 		}
-		if force.Allows(id) {
-			consumed = append(consumed, id)
-		}
 		p.Removals = append(p.Removals, r)
 		for _, d := range deps {
 			if d.DeletionTimestamp == nil {
@@ -501,6 +529,22 @@ func Decide(in Input) (Plan, error) {
 			}
 		}
 	}
+}
+
+// consumeForce returns the force-delete annotation as it should be after
+// the plan, and whether it changed. An entry is dropped once it has done
+// its work (its shard is removed in this plan) or can do none (a leftover
+// of an earlier forced deletion), so that it never waits, armed, for a
+// later shard of that name.
+func consumeForce(in Input, running map[string]*inForce, removals []Removal, synced bool) (shardconfig.Force, bool) {
+	force := in.Config.Force
+	desired := in.Config.IDs()
+	var consumed []string
+	for _, r := range removals {
+		if force.Allows(r.Shard) {
+			consumed = append(consumed, r.Shard)
+		}
+	}
 	for _, id := range force.IDs {
 		if !desired[id] && running[id] == nil {
 			consumed = append(consumed, id) // a leftover of an earlier forced deletion
@@ -509,26 +553,27 @@ func Decide(in Input) (Plan, error) {
 	// "*" is consumed as soon as it could act, so that it never waits,
 	// armed, for a later removal.
 	consumeAll := force.All && synced
-	p.Force = force.Without(consumed, consumeAll)
-	p.ForceChanged = p.Force.String() != force.String()
+	after := force.Without(consumed, consumeAll)
+	return after, after.String() != force.String()
+}
 
-	known := map[string]bool{}
-	for id := range desired {
-		known[id] = true
-	}
+// unknownShards returns the shard IDs that objects carry but no shard
+// serves, listed or in force: those objects are reconciled by nobody, most
+// often because of a typo in their label, and only the operator can tell.
+func unknownShards(in Input, running map[string]*inForce) []Unknown {
+	known := in.Config.IDs()
 	for id := range running {
 		known[id] = true
 	}
+	var out []Unknown
 	for _, id := range in.Mapped.Shards() {
 		if known[id] {
 			continue
 		}
-		p.Unknown = append(p.Unknown, Unknown{Shard: id, Count: total(in.Mapped.Counts(id)), Sample: in.Mapped.Sample(id, SampleSize)})
+		out = append(out, Unknown{Shard: id, Count: total(in.Mapped.Counts(id)), Sample: in.Mapped.Sample(id, SampleSize)})
 	}
-	sort.Slice(p.Unknown, func(i, j int) bool { return p.Unknown[i].Shard < p.Unknown[j].Shard })
-	sort.Slice(p.Shards, func(i, j int) bool { return p.Shards[i].ID < p.Shards[j].ID })
-	sort.Strings(p.Conflicts)
-	return p, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
+	return out
 }
 
 // autoShards sizes "shards: auto". Until the caches have synced the count

@@ -166,6 +166,19 @@ func kinds(p Plan) map[ActionKind][]string {
 	return out
 }
 
+// conflictsIn returns the "Kind namespace/name" that a shard's Conflict
+// message names, in the order it names them.
+func conflictsIn(st ShardStatus) []string {
+	if st.State != StateConflict {
+		return nil
+	}
+	list, _, ok := strings.Cut(st.Message, " exists but is not managed by shardkeeper")
+	if !ok {
+		return nil
+	}
+	return strings.Split(list, ", ")
+}
+
 func TestCreateThenSteady(t *testing.T) {
 	w := newWorld(t)
 	p, err := w.decide("a,b", "")
@@ -305,7 +318,7 @@ func TestConflictAndUnmanaged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[ActionKind][]string{Create: {"fleet-controller-shard-a"}}, kinds(p))
 	assert.Equal(t, StateConflict, p.Shards[0].State)
-	assert.Equal(t, []string{"Deployment " + ns + "/gitjob-shard-a"}, p.Conflicts)
+	assert.Equal(t, []string{"Deployment " + ns + "/gitjob-shard-a"}, conflictsIn(p.Shards[0]))
 	assert.Len(t, p.Shards, 1, "an unmanaged Deployment is not a shard in force")
 }
 
