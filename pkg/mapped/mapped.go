@@ -124,8 +124,11 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 			time.AfterFunc(time.Second, func() { t.crdPresent(ctx, k, attempt+1) })
 			return
 		}
-		logrus.WithError(err).WithField("resource", k.spec.Resource.String()).
-			Warn("the CRD exists but does not serve this version; its objects count as zero")
+		log := logrus.WithField("resource", k.spec.Resource.String())
+		if err != nil {
+			log = log.WithError(err)
+		}
+		log.Warn("the CRD exists but does not serve this version; its objects count as zero")
 		k.mu.Lock()
 		k.pending = false
 		k.mu.Unlock()

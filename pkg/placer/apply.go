@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -90,8 +91,8 @@ func BumpPatch(o mapped.Object, label, to string, now time.Time, path string, va
 func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[string]mapped.Object, owners map[string]bool, now time.Time) result {
 	res := result{moved: map[placement.Reason]int{}, to: map[string]int{}, from: map[string]int{}}
 	var mu sync.Mutex
-	sem := make(chan struct{}, writeParallelism)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(writeParallelism)
 	for _, m := range moves {
 		if m.Reason != placement.Assign {
 			res.paced++
@@ -101,10 +102,9 @@ func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[st
 		if !ok || !known {
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		// The outcome of each move goes into res, never to the group: one
+		// failed relabel must not stop or skip the others.
+		g.Go(func() error {
 			err := p.relabel(ctx, o, kind, m.To, now, kind.BumpOnMove != "" && owners[o.Namespace+"/"+o.Name])
 			outcome := "moved"
 			mu.Lock()
@@ -124,9 +124,10 @@ func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[st
 				res.errs = append(res.errs, err)
 			}
 			metrics.PlacementMoves.WithLabelValues(string(m.Reason), outcome).Inc()
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // always nil: the errors are in res.errs
 	return res
 }
 
@@ -145,7 +146,7 @@ func (p *Placer) relabel(ctx context.Context, o mapped.Object, kind source.Mappe
 	if err = p.client.Patch(ctx, kind.Resource, o.Namespace, o.Name, types.MergePatchType, body); err != nil {
 		return fmt.Errorf("relabelling %s %s/%s to shard %s: %w", o.Kind, o.Namespace, o.Name, to, err)
 	}
-	logrus.WithFields(logrus.Fields{"kind": o.Kind, "namespace": o.Namespace, "name": o.Name, "shard": to}).Debug("relabelled")
+	logrus.WithFields(logrus.Fields{"resource": kind.Resource.String(), "object": o.Ref(), "shard": to}).Debug("relabelled")
 	return nil
 }
 

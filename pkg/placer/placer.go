@@ -220,7 +220,12 @@ func (p *Placer) round(ctx context.Context) time.Duration {
 	p.windowMoves += res.paced
 	p.mu.Unlock()
 	p.report(st.ConfigMap, res)
-	logrus.WithFields(logrus.Fields{"moved": res.moved, "conflicts": res.conflicts, "errors": len(res.errs)}).Info("placement round")
+	logrus.WithFields(logrus.Fields{
+		"configmap": st.ConfigMap.Namespace + "/" + st.ConfigMap.Name,
+		"moved":     res.moved,
+		"conflicts": res.conflicts,
+		"errors":    len(res.errs), // a count; the errors themselves are in the PlacementFailed Event
+	}).Info("placement round")
 	switch {
 	case res.conflicts > 0 || len(res.errs) > 0:
 		return retryAfter

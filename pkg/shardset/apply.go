@@ -7,9 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,17 +24,17 @@ import (
 // the action Events of the shards whose writes all succeeded.
 func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 	errs := make([]error, len(p.Actions))
-	sem := make(chan struct{}, writeParallelism)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(writeParallelism)
 	for i, a := range p.Actions {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		// Each action's error is kept in errs, never returned to the group:
+		// one failed write must not stop or skip the others.
+		g.Go(func() error {
 			errs[i] = c.write(a)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // always nil: the errors are in errs
 
 	failed := map[string]bool{}
 	created := map[string][]string{}

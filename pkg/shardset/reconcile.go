@@ -93,7 +93,11 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		// would rewrite a correct status and repeat its Events.
 		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, time.Second)
 	}
-	log.WithFields(logrus.Fields{"shards": len(p.Shards), "writes": len(p.Actions), "error": applyErr}).Debug("reconciled")
+	done := log.WithFields(logrus.Fields{"shards": len(p.Shards), "writes": len(p.Actions)})
+	if applyErr != nil {
+		done = done.WithError(applyErr)
+	}
+	done.Debug("reconciled")
 	return cm, applyErr
 }
 
