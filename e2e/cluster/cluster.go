@@ -173,7 +173,9 @@ func newCluster(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// start brings the processes up, in order.
+// start brings the processes up, in order: etcd, then kube-apiserver on
+// top of it, then (with workloads) the components that need the API
+// server's certificate and the admin kubeconfig.
 func (c *Cluster) start(ctx context.Context) error {
 	// Etcd client and peer, API server, and with workloads
 	// controller-manager, scheduler and kwok.
@@ -185,27 +187,74 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.apiServerPort = ports[2]
 	c.host = "https://127.0.0.1:" + strconv.Itoa(c.apiServerPort)
 
-	token, err := randomToken()
+	files, err := c.writeCredentials()
 	if err != nil {
 		return err
 	}
-	c.adminToken = token
-	tokenFile := filepath.Join(c.workDir, "tokens.csv")
-	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, AdminUser, AdminUser)
-	if err := os.WriteFile(tokenFile, []byte(line), 0o600); err != nil {
-		return fmt.Errorf("write token file: %w", err)
-	}
-	saKey := filepath.Join(c.workDir, "sa.key")
-	if err := writeRSAKey(saKey); err != nil {
+	etcdURL, err := c.startEtcd(ctx, etcdPort, peerPort)
+	if err != nil {
 		return err
 	}
-	certDir := filepath.Join(c.workDir, "certs")
-	if err := os.MkdirAll(certDir, 0o755); err != nil {
-		return fmt.Errorf("create cert directory: %w", err)
+	if err := c.startAPIServer(ctx, etcdURL, files); err != nil {
+		return err
+	}
+	if err := c.loadAdminConfig(files.certDir); err != nil {
+		return err
 	}
 
-	// etcd.
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+	if c.workloads {
+		if err := c.startWorkloads(ctx, files.saKey, files.certDir, ports[3], ports[4], ports[5]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// credentialFiles are the paths, under the work directory, of what the API
+// server and the controller-manager authenticate with.
+type credentialFiles struct {
+	// tokenFile is the API server's static token file with the admin token.
+	tokenFile string
+	// saKey is the RSA key that signs and verifies service-account tokens.
+	saKey string
+	// certDir is where the API server writes its self-signed serving
+	// certificate.
+	certDir string
+}
+
+// writeCredentials makes the admin token and the service-account key and
+// writes them, and creates the certificate directory, before any process
+// starts: kube-apiserver's flags name these paths, and it exits at once if
+// the token file or the key is missing.
+func (c *Cluster) writeCredentials() (credentialFiles, error) {
+	token, err := randomToken()
+	if err != nil {
+		return credentialFiles{}, err
+	}
+	c.adminToken = token
+	files := credentialFiles{
+		tokenFile: filepath.Join(c.workDir, "tokens.csv"),
+		saKey:     filepath.Join(c.workDir, "sa.key"),
+		certDir:   filepath.Join(c.workDir, "certs"),
+	}
+	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, AdminUser, AdminUser)
+	if err := os.WriteFile(files.tokenFile, []byte(line), 0o600); err != nil {
+		return credentialFiles{}, fmt.Errorf("write token file: %w", err)
+	}
+	if err := writeRSAKey(files.saKey); err != nil {
+		return credentialFiles{}, err
+	}
+	if err := os.MkdirAll(files.certDir, 0o755); err != nil {
+		return credentialFiles{}, fmt.Errorf("create cert directory: %w", err)
+	}
+	return files, nil
+}
+
+// startEtcd starts a single-member etcd on the given loopback ports and
+// waits until it is healthy, because kube-apiserver gives up when its
+// storage is not there. It returns the client URL.
+func (c *Cluster) startEtcd(ctx context.Context, port, peerPort int) (string, error) {
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(port)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	etcd := newProcess("etcd", filepath.Join(c.binDir, "etcd"), c.workDir, []string{
 		"--name=default",
@@ -221,26 +270,31 @@ func (c *Cluster) start(ctx context.Context) error {
 	})
 	c.logf("cluster: starting etcd on %s", etcdURL)
 	if err := c.launch(etcd); err != nil {
-		return err
+		return "", err
 	}
 	if err := waitFor(ctx, etcdReadyTimeout, "etcd health", etcd, func(ctx context.Context) (bool, error) {
 		return httpOK(ctx, plainHTTPClient, etcdURL+"/health", "")
 	}); err != nil {
-		return err
+		return "", err
 	}
+	return etcdURL, nil
+}
 
-	// kube-apiserver.
+// startAPIServer starts kube-apiserver on c.apiServerPort against the etcd
+// at etcdURL and waits until it is ready, because the admin config can only
+// be built from the certificate it writes on start-up.
+func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string, files credentialFiles) error {
 	apiServer := newProcess("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), c.workDir, []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.apiServerPort),
-		"--cert-dir=" + certDir,
-		"--token-auth-file=" + tokenFile,
+		"--cert-dir=" + files.certDir,
+		"--token-auth-file=" + files.tokenFile,
 		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + saKey,
-		"--service-account-signing-key-file=" + saKey,
+		"--service-account-key-file=" + files.saKey,
+		"--service-account-signing-key-file=" + files.saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
@@ -251,19 +305,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.launch(apiServer); err != nil {
 		return err
 	}
-	if err := c.waitAPIServer(ctx, apiServer); err != nil {
-		return err
-	}
-	if err := c.loadAdminConfig(certDir); err != nil {
-		return err
-	}
-
-	if c.workloads {
-		if err := c.startWorkloads(ctx, saKey, certDir, ports[3], ports[4], ports[5]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.waitAPIServer(ctx, apiServer)
 }
 
 // waitAPIServer waits until /readyz answers 200 with the admin token.

@@ -43,42 +43,15 @@ func kwokStageFiles(binDir string) ([]string, error) {
 // startWorkloads starts kube-controller-manager, kube-scheduler and kwok,
 // creates the fake Node and waits until workloads can run.
 func (c *Cluster) startWorkloads(ctx context.Context, saKey, certDir string, kcmPort, schedPort, kwokPort int) error {
-	kubeconfig := c.kubeconfigPath
 	stages, err := kwokStageFiles(c.binDir)
 	if err != nil {
 		return err
 	}
-
-	kcm := newProcess("kube-controller-manager", filepath.Join(c.binDir, "kube-controller-manager"), c.workDir, []string{
-		"--kubeconfig=" + kubeconfig,
-		"--controllers=" + Controllers,
-		"--service-account-private-key-file=" + saKey,
-		"--root-ca-file=" + filepath.Join(certDir, "apiserver.crt"),
-		"--use-service-account-credentials=false",
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(kcmPort),
-		"--cert-dir=" + filepath.Join(c.workDir, "kcm-certs"),
-		"--profiling=false",
-	})
-	sched := newProcess("kube-scheduler", filepath.Join(c.binDir, "kube-scheduler"), c.workDir, []string{
-		"--kubeconfig=" + kubeconfig,
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(schedPort),
-		"--cert-dir=" + filepath.Join(c.workDir, "scheduler-certs"),
-		"--profiling=false",
-	})
-	kwok := newProcess("kwok", filepath.Join(c.binDir, "kwok"), c.workDir, []string{
-		"--kubeconfig=" + kubeconfig,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.244.0.0/16",
-		"--node-ip=10.240.0.1",
-		"--server-address=127.0.0.1:" + strconv.Itoa(kwokPort),
-		"--config=" + strings.Join(stages, ","),
-	})
-	for _, p := range []*process{kcm, sched, kwok} {
+	kcm := c.newControllerManager(saKey, certDir, kcmPort)
+	sched := c.newScheduler(schedPort)
+	kwok := c.newKwok(kwokPort, stages)
+	procs := []*process{kcm, sched, kwok}
+	for _, p := range procs {
 		c.logf("cluster: starting %s", p.name)
 		if err := c.launch(p); err != nil {
 			return err
@@ -95,18 +68,80 @@ func (c *Cluster) startWorkloads(ctx context.Context, saKey, certDir string, kcm
 
 	// Any of the three dying is fatal; watch the one most likely to fail
 	// for each condition and check the others on the way.
-	alive := func() error {
-		for _, p := range []*process{kcm, sched, kwok} {
-			if done, _ := p.exited(); done {
-				return p.exitError()
-			}
-		}
-		return nil
+	alive := func() error { return firstExited(procs) }
+	if err := c.waitFakeNodeReady(ctx, client, kwok, alive); err != nil {
+		return err
 	}
+	return c.waitDefaultServiceAccount(ctx, client, kcm, alive)
+}
 
+// newControllerManager describes kube-controller-manager running only
+// Controllers, so that Deployments get ReplicaSets and Pods and every
+// namespace gets its default ServiceAccount; it signs those accounts'
+// tokens with the API server's key saKey.
+func (c *Cluster) newControllerManager(saKey, certDir string, port int) *process {
+	return newProcess("kube-controller-manager", filepath.Join(c.binDir, "kube-controller-manager"), c.workDir, []string{
+		"--kubeconfig=" + c.kubeconfigPath,
+		"--controllers=" + Controllers,
+		"--service-account-private-key-file=" + saKey,
+		"--root-ca-file=" + filepath.Join(certDir, "apiserver.crt"),
+		"--use-service-account-credentials=false",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(c.workDir, "kcm-certs"),
+		"--profiling=false",
+	})
+}
+
+// newScheduler describes kube-scheduler, so that Pods get bound to the
+// fake Node.
+func (c *Cluster) newScheduler(port int) *process {
+	return newProcess("kube-scheduler", filepath.Join(c.binDir, "kube-scheduler"), c.workDir, []string{
+		"--kubeconfig=" + c.kubeconfigPath,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(c.workDir, "scheduler-certs"),
+		"--profiling=false",
+	})
+}
+
+// newKwok describes kwok managing only the Node annotated as fake, with
+// the given stage files, so that the Pods bound to it become Ready without
+// a kubelet or a container runtime.
+func (c *Cluster) newKwok(port int, stages []string) *process {
+	return newProcess("kwok", filepath.Join(c.binDir, "kwok"), c.workDir, []string{
+		"--kubeconfig=" + c.kubeconfigPath,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.244.0.0/16",
+		"--node-ip=10.240.0.1",
+		"--server-address=127.0.0.1:" + strconv.Itoa(port),
+		"--config=" + strings.Join(stages, ","),
+	})
+}
+
+// firstExited returns the exit error of the first of procs that has ended,
+// or nil, so that a wait fails at once when any workload component dies
+// rather than only when the one it watches does.
+func firstExited(procs []*process) error {
+	for _, p := range procs {
+		if done, _ := p.exited(); done {
+			return p.exitError()
+		}
+	}
+	return nil
+}
+
+// waitFakeNodeReady waits until the fake Node is Ready and has stayed
+// untainted for a few polls, because the scheduler does not place Pods on a
+// tainted Node. It watches kwok, which makes the Node Ready, and calls
+// alive to check the other components.
+func (c *Cluster) waitFakeNodeReady(ctx context.Context, client kubernetes.Interface, kwok *process, alive func() error) error {
 	c.logf("cluster: waiting for node %s to become Ready", FakeNodeName)
 	stableChecks := 0
-	if err := waitFor(ctx, workloadsReadyTimeout, "fake node Ready and untainted", kwok, func(ctx context.Context) (bool, error) {
+	return waitFor(ctx, workloadsReadyTimeout, "fake node Ready and untainted", kwok, func(ctx context.Context) (bool, error) {
 		if err := alive(); err != nil {
 			return false, err
 		}
@@ -119,10 +154,14 @@ func (c *Cluster) startWorkloads(ctx context.Context, saKey, certDir string, kcm
 		// something re-adds a taint.
 		stableChecks++
 		return stableChecks >= 3, nil
-	}); err != nil {
-		return err
-	}
+	})
+}
 
+// waitDefaultServiceAccount waits until the controller-manager has created
+// the ServiceAccount default/default, because the API server rejects Pods
+// in the default namespace until it exists. It watches kcm, which creates
+// it, and calls alive to check the other components.
+func (c *Cluster) waitDefaultServiceAccount(ctx context.Context, client kubernetes.Interface, kcm *process, alive func() error) error {
 	c.logf("cluster: waiting for the default ServiceAccount")
 	return waitFor(ctx, workloadsReadyTimeout, "ServiceAccount default/default", kcm, func(ctx context.Context) (bool, error) {
 		if err := alive(); err != nil {

@@ -106,44 +106,94 @@ type rawPlacement struct {
 
 // ParsePlacement parses data.placement: a YAML object whose fields are all
 // optional; an empty value turns placement on with the defaults.
+//
+// The checks run in a fixed order (size, YAML, namespaces, selector,
+// threshold, counts, durations) so that a value with several mistakes
+// always reports the same, first one.
 func ParsePlacement(value string) (Placement, error) {
+	raw, err := decodePlacement(value)
+	if err != nil {
+		return Placement{}, err
+	}
+	p := Placement{Enabled: true, Namespaces: raw.Namespaces, Threshold: intstr.FromString(DefaultThreshold),
+		MaxMoves: DefaultMaxMoves, Interval: DefaultInterval, Cooldown: DefaultCooldown,
+		ObjectsPerShard: DefaultObjectsPerShard, MinShards: DefaultMinShards, MaxShards: DefaultMaxShards}
+	if err := applyScope(&p, raw); err != nil {
+		return Placement{}, err
+	}
+	if err := applyThreshold(&p, raw); err != nil {
+		return Placement{}, err
+	}
+	if err := applyCounts(&p, raw); err != nil {
+		return Placement{}, err
+	}
+	if err := applyDurations(&p, raw); err != nil {
+		return Placement{}, err
+	}
+	return p, nil
+}
+
+// decodePlacement bounds and decodes data.placement strictly, so that a
+// misspelt field is an error rather than a silently ignored setting. A
+// blank or null value decodes to an empty rawPlacement: the key alone turns
+// placement on.
+func decodePlacement(value string) (*rawPlacement, error) {
 	if len(value) > MaxValueBytesPlacement {
-		return Placement{}, fmt.Errorf("placement: value is %d bytes, more than the %d allowed", len(value), MaxValueBytesPlacement)
+		return nil, fmt.Errorf("placement: value is %d bytes, more than the %d allowed", len(value), MaxValueBytesPlacement)
 	}
 	var raw *rawPlacement
 	if strings.TrimSpace(value) != "" {
 		if err := yaml.UnmarshalStrict([]byte(value), &raw); err != nil {
-			return Placement{}, fmt.Errorf("placement: not a valid YAML object {namespaces, selector, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards}: %w", err)
+			return nil, fmt.Errorf("placement: not a valid YAML object {namespaces, selector, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards}: %w", err)
 		}
 	}
 	if raw == nil {
 		raw = &rawPlacement{}
 	}
-	p := Placement{Enabled: true, Namespaces: raw.Namespaces, Threshold: intstr.FromString(DefaultThreshold),
-		MaxMoves: DefaultMaxMoves, Interval: DefaultInterval, Cooldown: DefaultCooldown,
-		ObjectsPerShard: DefaultObjectsPerShard, MinShards: DefaultMinShards, MaxShards: DefaultMaxShards}
+	return raw, nil
+}
+
+// applyScope checks the namespaces and parses the selector, so that a typo
+// in the scope is reported instead of silently matching no object.
+func applyScope(p *Placement, raw *rawPlacement) error {
 	for i, ns := range raw.Namespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return Placement{}, fmt.Errorf("placement.namespaces[%d] %q: %s", i, truncate(ns), strings.Join(errs, "; "))
+			return fmt.Errorf("placement.namespaces[%d] %q: %s", i, truncate(ns), strings.Join(errs, "; "))
 		}
 	}
 	if raw.Selector != "" {
 		sel, err := labels.Parse(raw.Selector)
 		if err != nil {
-			return Placement{}, fmt.Errorf("placement.selector: %w", err)
+			return fmt.Errorf("placement.selector: %w", err)
 		}
 		p.Selector = sel
 	}
-	if raw.Threshold != nil {
-		p.Threshold = *raw.Threshold
-		if p.Threshold.Type == intstr.String {
-			if _, err := percent(p.Threshold.StrVal); err != nil {
-				return Placement{}, fmt.Errorf("placement.threshold: %w", err)
-			}
-		} else if p.Threshold.IntVal < 1 {
-			return Placement{}, fmt.Errorf("placement.threshold %d: must be at least 1", p.Threshold.IntVal)
-		}
+	return nil
+}
+
+// applyThreshold takes the threshold if one is set and checks it here, once,
+// because ThresholdFor relies on it being a valid load or percentage and
+// ignores the percentage's parse error.
+func applyThreshold(p *Placement, raw *rawPlacement) error {
+	if raw.Threshold == nil {
+		return nil
 	}
+	p.Threshold = *raw.Threshold
+	if p.Threshold.Type == intstr.String {
+		if _, err := percent(p.Threshold.StrVal); err != nil {
+			return fmt.Errorf("placement.threshold: %w", err)
+		}
+	} else if p.Threshold.IntVal < 1 {
+		return fmt.Errorf("placement.threshold %d: must be at least 1", p.Threshold.IntVal)
+	}
+	return nil
+}
+
+// applyCounts takes the integer settings that are set, each within its
+// bounds, and only then compares minShards with maxShards: both must have
+// their final value, set or default, for "shards: auto" to be sure of a
+// non-empty range to size within.
+func applyCounts(p *Placement, raw *rawPlacement) error {
 	ints := []struct {
 		name     string
 		in       *int
@@ -160,13 +210,20 @@ func ParsePlacement(value string) (Placement, error) {
 			continue
 		}
 		if *f.in < f.min || *f.in > f.max {
-			return Placement{}, fmt.Errorf("placement.%s %d: must be between %d and %d", f.name, *f.in, f.min, f.max)
+			return fmt.Errorf("placement.%s %d: must be between %d and %d", f.name, *f.in, f.min, f.max)
 		}
 		*f.out = *f.in
 	}
 	if p.MinShards > p.MaxShards {
-		return Placement{}, fmt.Errorf("placement: minShards %d is above maxShards %d", p.MinShards, p.MaxShards)
+		return fmt.Errorf("placement: minShards %d is above maxShards %d", p.MinShards, p.MaxShards)
 	}
+	return nil
+}
+
+// applyDurations parses the pacing settings that are set and bounds them, so
+// that moves are never paced faster than once a second, and neither the
+// interval (an hour) nor the cooldown (a week) can hold them back for good.
+func applyDurations(p *Placement, raw *rawPlacement) error {
 	durations := []struct {
 		name     string
 		in       *string
@@ -182,14 +239,14 @@ func ParsePlacement(value string) (Placement, error) {
 		}
 		d, err := time.ParseDuration(*f.in)
 		if err != nil {
-			return Placement{}, fmt.Errorf("placement.%s: %w", f.name, err)
+			return fmt.Errorf("placement.%s: %w", f.name, err)
 		}
 		if d < f.min || d > f.max {
-			return Placement{}, fmt.Errorf("placement.%s %s: must be between %s and %s", f.name, d, f.min, f.max)
+			return fmt.Errorf("placement.%s %s: must be between %s and %s", f.name, d, f.min, f.max)
 		}
 		*f.out = d
 	}
-	return p, nil
+	return nil
 }
 
 func percent(s string) (int, error) {
