@@ -40,7 +40,6 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -221,13 +220,13 @@ func TestChartRBACRunsTheDaemon(t *testing.T) {
 
 	s.setShards("one,two")
 	s.waitShards("one", "two")
-	s.waitState("two", plan.StateActive)
+	s.waitState("two", status.StateActive)
 
 	// A removal that is blocked, then forced: the daemon patches the
 	// annotation off the ConfigMap.
 	s.object(gitRepos, "payments", fleetLabel, "two")
 	s.setShards("one")
-	s.waitState("two", plan.StateBlocked)
+	s.waitState("two", status.StateBlocked)
 	s.waitEvent(status.ReasonShardDeletionBlocked, "shard two")
 	s.patch(`{"metadata":{"annotations":{"shardkeeper.io/force-delete":"two"}}}`)
 	s.waitShards("one")

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
 // crashSeeds are the storms `make test` runs, fixed so that a run is
@@ -148,7 +148,7 @@ func crashStorm(t *testing.T, name string, seed uint64) {
 		return nil
 	})
 	if s.deployments()["gitjob-shard-g2"] != nil {
-		s.waitState("g2", plan.StateBlocked)
+		s.waitState("g2", status.StateBlocked)
 	}
 
 	for _, name := range deleted.list() {

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -109,7 +108,7 @@ func TestShardMetricsServices(t *testing.T) {
 
 	t.Run("a Service it does not manage is a conflict and never touched", func(t *testing.T) {
 		s.t = t
-		s.waitState("s2", plan.StateConflict)
+		s.waitState("s2", status.StateConflict)
 		s.waitEvent(status.ReasonShardConflict, "Service "+s.fleetNS+"/monitoring-gitjob-shard-s2")
 		now := s.service("monitoring-gitjob-shard-s2")
 		assert.Equal(t, foreign.ResourceVersion, now.ResourceVersion)
@@ -146,7 +145,7 @@ func TestShardMetricsServices(t *testing.T) {
 		s.t = t
 		s.object(gitRepos, "svc-repo", fleetLabel, "s1")
 		s.setShards("s2")
-		s.waitState("s1", plan.StateBlocked)
+		s.waitState("s1", status.StateBlocked)
 		holds(t, 3*time.Second, "a blocked shard keeps its Services", func() error {
 			if s.service("monitoring-gitjob-shard-s1") == nil {
 				return fmt.Errorf("deleted")
@@ -221,7 +220,7 @@ func TestBundlesGuardTheShard(t *testing.T) {
 		}
 	})
 	s.setShards("b2")
-	s.waitState("b1", plan.StateBlocked)
+	s.waitState("b1", status.StateBlocked)
 	s.waitEvent(status.ReasonShardDeletionBlocked, "1 bundledeployments, 1 bundles")
 	s.waitEvent(status.ReasonShardDeletionBlocked, "forceSyncGeneration")
 

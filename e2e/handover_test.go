@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
 // TestHandOverAndPlacement hands over a shard Deployment made by Fleet's
@@ -120,7 +120,7 @@ func TestHandOverFromFleetChart(t *testing.T) {
 	s.createConfigMap("h1,h2")
 	s.start()
 	for _, id := range ids {
-		s.waitState(id, plan.StateConflict)
+		s.waitState(id, status.StateConflict)
 	}
 
 	// 2. Keep them in Helm, and hand them to shardkeeper.
@@ -138,7 +138,7 @@ func TestHandOverFromFleetChart(t *testing.T) {
 
 	// 3. shardkeeper updates them in place.
 	for _, id := range ids {
-		s.waitState(id, plan.StateActive)
+		s.waitState(id, status.StateActive)
 	}
 	s.waitShards(ids...)
 	eventually(t, time.Minute, "updated in place", func() error {

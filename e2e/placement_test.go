@@ -21,7 +21,6 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -220,7 +219,7 @@ func TestPlacement(t *testing.T) {
 		_, byHand := s.loads()
 		require.Equal(t, map[string]string{"gitrepos repo-000": "p4"}, byHand)
 		s.setPlacement("p1,p3", settings)
-		s.waitState("p4", plan.StateBlocked)
+		s.waitState("p4", status.StateBlocked)
 		s.waitEvent(status.ReasonShardDeletionBlocked, "gitrepos "+s.fleetNS+"/repo-000")
 		eventually(t, 2*time.Minute, "every movable object left p4", func() error {
 			if loads, _ := s.loads(); loads["p4"] != 1 {

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/fixture"
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -35,7 +34,7 @@ func TestUserStory(t *testing.T) {
 
 	s.waitShards("s1")
 	s.waitEvent(status.ReasonShardCreated, "shard s1 created")
-	s.waitState("s1", plan.StateActive)
+	s.waitState("s1", status.StateActive)
 	eventually(t, time.Minute, "daemon ready", s.daemon.ready)
 	created, err := s.daemon.metric(`shardkeeper_api_writes_total{resource="deployments",verb="create"}`)
 	require.NoError(t, err)
@@ -76,8 +75,8 @@ func TestUserStory(t *testing.T) {
 
 		before := s.deployments()
 		s.setShards("s1")
-		s.waitState("s2", plan.StateBlocked)
-		s.waitState("s3", plan.StateBlocked)
+		s.waitState("s2", status.StateBlocked)
+		s.waitState("s3", status.StateBlocked)
 		s.waitEvent(status.ReasonShardDeletionBlocked, "2 gitrepos, 1 helmreleases are still mapped")
 		s.waitEvent(status.ReasonShardDeletionBlocked, "shard s3")
 		holds(t, 3*time.Second, "blocked shards keep their Deployments", func() error {
@@ -89,7 +88,7 @@ func TestUserStory(t *testing.T) {
 			}
 			return nil
 		})
-		var s2 plan.ShardStatus
+		var s2 status.ShardStatus
 		for _, sh := range s.status().Shards {
 			if sh.ID == "s2" {
 				s2 = sh
@@ -177,7 +176,7 @@ func TestUserStory(t *testing.T) {
 		require.NoError(t, err)
 		s.setShards("s1,s4")
 		s.waitEvent(status.ReasonShardConflict, "gitjob-shard-s4")
-		s.waitState("s4", plan.StateConflict)
+		s.waitState("s4", status.StateConflict)
 		eventually(t, time.Minute, "other s4 clones created", func() error {
 			if s.deployments()["fleet-controller-shard-s4"] == nil {
 				return fmt.Errorf("missing")
@@ -267,7 +266,7 @@ func TestSourceNotShardAware(t *testing.T) {
 		if len(s.status().Warnings.NotShardAware) != 1 {
 			return fmt.Errorf("no warning in status")
 		}
-		if st := s.shardState("u1"); st != plan.StatePending {
+		if st := s.shardState("u1"); st != status.StatePending {
 			return fmt.Errorf("state %q", st)
 		}
 		return nil
@@ -288,7 +287,7 @@ func TestSourceNotShardAware(t *testing.T) {
 	_, err := kube.AppsV1().Deployments(s.fluxNS).Patch(s.ctx, "helm-controller", types.JSONPatchType, []byte(addSelector), metav1.PatchOptions{})
 	require.NoError(t, err)
 	s.waitShards("u1")
-	s.waitState("u1", plan.StateActive)
+	s.waitState("u1", status.StateActive)
 	eventually(t, time.Minute, "warning gone", func() error {
 		if n := len(s.status().Warnings.NotShardAware); n != 0 {
 			return fmt.Errorf("%d warnings", n)

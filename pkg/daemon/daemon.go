@@ -32,6 +32,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/placer"
 	"github.com/shardkeeper/shardkeeper/pkg/probe"
 	"github.com/shardkeeper/shardkeeper/pkg/shardset"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
 	"github.com/shardkeeper/shardkeeper/pkg/version"
 )
 
@@ -80,7 +81,7 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
 
-	d.broadcaster = shardset.NewEventBroadcaster(ctx)
+	d.broadcaster = status.NewEventBroadcaster(ctx)
 	d.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.kube.CoreV1().Events(o.Namespace)})
 	recorder := d.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
 

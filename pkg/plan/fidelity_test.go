@@ -15,6 +15,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
 // withMetricsServices gives the world Fleet's monitoring-* Services.
@@ -112,7 +113,7 @@ func TestShardMetricsServiceConflictAndAdoption(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, kinds(p)[Create], static.Name)
 	assert.NotContains(t, kinds(p)[Update], static.Name, "an unmanaged Service is never touched")
-	assert.Equal(t, StateConflict, p.Shards[0].State)
+	assert.Equal(t, status.StateConflict, p.Shards[0].State)
 	assert.Contains(t, p.Shards[0].Message, "Service "+ns+"/"+static.Name)
 	assert.Contains(t, conflictsIn(p.Shards[0]), "Service "+ns+"/"+static.Name)
 
@@ -120,7 +121,7 @@ func TestShardMetricsServiceConflictAndAdoption(t *testing.T) {
 	static.Labels[render.ManagedByLabel] = render.ManagedByValue
 	p, err = w.decide("a", "")
 	require.NoError(t, err)
-	assert.Equal(t, StateActive, p.Shards[0].State)
+	assert.Equal(t, status.StateActive, p.Shards[0].State)
 	for _, a := range p.Actions {
 		if a.Service != nil && a.Service.Name == static.Name {
 			assert.Equal(t, Update, a.Kind)
@@ -156,7 +157,7 @@ func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, p.Actions, "a copy beside a main controller that watches everything would be a second controller on every object")
 	require.Len(t, p.Shards, 1)
-	assert.Equal(t, StatePending, p.Shards[0].State)
+	assert.Equal(t, status.StatePending, p.Shards[0].State)
 	assert.Contains(t, p.Shards[0].Message, "helm-controller-shard-a not created")
 	assert.Empty(t, p.Targets)
 	require.Len(t, p.NotShardAware, 1)
@@ -167,7 +168,7 @@ func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
 	p, err = w.decide("a", "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"helm-controller-shard-a"}, kinds(p)[Create])
-	assert.Equal(t, StateActive, p.Shards[0].State)
+	assert.Equal(t, status.StateActive, p.Shards[0].State)
 	assert.Empty(t, p.NotShardAware)
 	w.converge(p)
 
@@ -181,7 +182,7 @@ func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, p.Actions)
 	assert.Len(t, p.NotShardAware, 1)
-	assert.Equal(t, StateActive, p.Shards[0].State, "the copy exists: the shard is served")
+	assert.Equal(t, status.StateActive, p.Shards[0].State, "the copy exists: the shard is served")
 
 	// A removed shard is still deleted.
 	p, err = w.decide("[]", "")
@@ -249,7 +250,7 @@ func TestBundlesBlockAndFollow(t *testing.T) {
 	p, err := w.decide("b", "")
 	require.NoError(t, err)
 	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-a")
-	require.Equal(t, StateBlocked, p.Shards[0].State)
+	require.Equal(t, status.StateBlocked, p.Shards[0].State)
 	assert.Contains(t, p.Shards[0].Message, "1 bundledeployments, 1 bundles")
 	assert.Contains(t, p.Shards[0].Message, "forceSyncGeneration")
 
@@ -259,13 +260,13 @@ func TestBundlesBlockAndFollow(t *testing.T) {
 	p, err = Decide(Input{Config: cfg, Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: derivedMapped{w.mapped},
 		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}})
 	require.NoError(t, err)
-	var a ShardStatus
+	var a status.ShardStatus
 	for _, s := range p.Shards {
 		if s.ID == "a" {
 			a = s
 		}
 	}
-	assert.Equal(t, StateDraining, a.State, "Bundles follow their GitRepo; they pin nothing")
+	assert.Equal(t, status.StateDraining, a.State, "Bundles follow their GitRepo; they pin nothing")
 	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-a")
 }
 

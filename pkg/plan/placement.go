@@ -9,16 +9,6 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 )
 
-// Placement states of a shard.
-const (
-	// StateDraining: placement is moving the shard's objects away; the
-	// shard is deleted once it is empty (unless it is still listed).
-	StateDraining = "Draining"
-	// StateDrained: a listed shard that the drain annotation emptied; it is
-	// deleted once it is removed from the list.
-	StateDrained = "Drained"
-)
-
 // Movable reports whether placement may relabel o: placement is on, o is in
 // its scope, nobody pinned it by hand and it is not being deleted (its
 // finalizers wait for the controller of the shard it is on).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
 // decidePlaced decides with placement on; drain is the drain annotation.
@@ -29,8 +30,8 @@ func (w *world) rollOut() {
 	}
 }
 
-func byID(p Plan) map[string]ShardStatus {
-	out := map[string]ShardStatus{}
+func byID(p Plan) map[string]status.ShardStatus {
+	out := map[string]status.ShardStatus{}
 	for _, s := range p.Shards {
 		out[s.ID] = s
 	}
@@ -68,7 +69,7 @@ func TestPlacementDrainsARemovedShard(t *testing.T) {
 	assert.Equal(t, []string{"b"}, p.Draining)
 	assert.Equal(t, []string{"a"}, p.Targets)
 	b := byID(p)["b"]
-	assert.Equal(t, StateDraining, b.State)
+	assert.Equal(t, status.StateDraining, b.State)
 	assert.Contains(t, b.Message, "2 objects left")
 
 	// One object was relabelled by a person: it pins the shard.
@@ -76,7 +77,7 @@ func TestPlacementDrainsARemovedShard(t *testing.T) {
 	p, err = w.decidePlaced("a", "", "")
 	require.NoError(t, err)
 	b = byID(p)["b"]
-	assert.Equal(t, StateBlocked, b.State)
+	assert.Equal(t, status.StateBlocked, b.State)
 	assert.Contains(t, b.Message, "1 objects on it are pinned")
 	assert.Contains(t, b.Message, "gitrepos x/2")
 	assert.NotContains(t, b.Message, "x/1")
@@ -86,12 +87,12 @@ func TestPlacementDrainsARemovedShard(t *testing.T) {
 	w.mapped.placed["x/2"] = true
 	p, err = w.decidePlaced("a", "namespaces: [y]", "")
 	require.NoError(t, err)
-	assert.Equal(t, StateBlocked, byID(p)["b"].State)
+	assert.Equal(t, status.StateBlocked, byID(p)["b"].State)
 
 	// With nowhere to go, the drain waits and says so.
 	p, err = w.decidePlaced("[]", "", "")
 	require.NoError(t, err)
-	assert.Equal(t, StateDraining, byID(p)["b"].State)
+	assert.Equal(t, status.StateDraining, byID(p)["b"].State)
 	assert.Contains(t, byID(p)["b"].Message, "no listed shard is Available")
 	assert.Equal(t, []string{"fleet-controller-shard-a", "gitjob-shard-a"}, kinds(p)[Delete], "a is empty and goes; b is kept")
 
@@ -114,13 +115,13 @@ func TestDrainAnnotationKeepsTheListedShard(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a"}, p.Targets, "a draining shard receives nothing")
 	assert.Equal(t, []string{"b"}, p.Draining)
-	assert.Equal(t, StateDraining, byID(p)["b"].State)
+	assert.Equal(t, status.StateDraining, byID(p)["b"].State)
 	assert.Contains(t, byID(p)["b"].Message, "until it is removed from the list")
 
 	delete(w.mapped.objects, "b")
 	p, err = w.decidePlaced("a,b", "", "b")
 	require.NoError(t, err)
-	assert.Equal(t, StateDrained, byID(p)["b"].State)
+	assert.Equal(t, status.StateDrained, byID(p)["b"].State)
 	assert.Empty(t, p.Actions, "a drained shard that is still listed stays")
 }
 
@@ -158,7 +159,7 @@ func TestAutoShards(t *testing.T) {
 	w.mapped.placed = map[string]bool{"x/1": true}
 	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
 	require.NoError(t, err)
-	assert.Equal(t, StateDraining, byID(p)["shard-3"].State)
+	assert.Equal(t, status.StateDraining, byID(p)["shard-3"].State)
 	assert.Equal(t, []string{"shard-0"}, p.Targets)
 	assert.Contains(t, kinds(p)[Delete], "gitjob-shard-shard-1", "empty shards go at once")
 	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-shard-3")

@@ -19,25 +19,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
-)
-
-// Shard states shown in the status.
-const (
-	// StateActive: the shard is configured and its Deployments are rendered.
-	StateActive = "Active"
-	// StateBlocked: the shard was removed from the list, but objects are
-	// still mapped to it, so its Deployments are kept.
-	StateBlocked = "Blocked"
-	// StateWaiting: the shard was removed from the list, and its deletion
-	// waits until the mapped-object caches have synced.
-	StateWaiting = "Waiting"
-	// StateConflict: a Deployment or Service with a shard object's name
-	// exists but is not managed by shardkeeper.
-	StateConflict = "Conflict"
-	// StatePending: a listed shard's copy of a source is not created,
-	// because the source is not shard-aware (it would reconcile the
-	// shard's objects too).
-	StatePending = "Pending"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
 // SampleSize is how many mapped objects a message names.
@@ -153,33 +135,11 @@ type Removal struct {
 	Sample []string
 }
 
-// ShardStatus is one shard's line in the status.
-type ShardStatus struct {
-	ID      string         `json:"id"`
-	State   string         `json:"state"`
-	Ready   int            `json:"ready"`
-	Desired int            `json:"desired"`
-	Mapped  map[string]int `json:"mapped,omitempty"`
-	Message string         `json:"message,omitempty"`
-	// JobPlacement says why the shard's Jobs (Fleet's git Jobs) cannot be
-	// placed as the shard asks; the shard runs anyway.
-	JobPlacement string `json:"jobPlacement,omitempty"`
-}
-
 // Unknown is a shard ID that objects carry but no shard has.
 type Unknown struct {
 	Shard  string
 	Count  int
 	Sample []string
-}
-
-// NotShardAware is a source whose main controller lacks the argument that
-// keeps it off the sharded objects.
-type NotShardAware struct {
-	// Source is "namespace/name" of the source Deployment.
-	Source string `json:"source"`
-	// Needs is the argument it must be started with.
-	Needs string `json:"needs"`
 }
 
 // Plan is the outcome of a decision.
@@ -189,14 +149,14 @@ type Plan struct {
 	NewShards map[string]bool
 	Removals  []Removal
 	// Shards is the status, sorted by ID; removed shards are absent.
-	Shards []ShardStatus
+	Shards []status.ShardStatus
 	// Force is the force-delete annotation as it should be after the plan
 	// is carried out, and ForceChanged whether it differs.
 	Force        shardconfig.Force
 	ForceChanged bool
 	// NotShardAware are sources that would also reconcile sharded objects;
 	// no new copy of them is created.
-	NotShardAware []NotShardAware
+	NotShardAware []status.NotShardAware
 	// RenderErrors are sources that could not be rendered.
 	RenderErrors []string
 	// Unknown are shard IDs on objects that no shard serves.
@@ -291,7 +251,7 @@ type listed struct {
 // touched, and a copy of a source that is not shard-aware is never created,
 // since either would put two controllers on the same objects; the shard
 // says why instead.
-func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *ShardStatus, renderErr func(error)) listed {
+func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.ShardStatus, renderErr func(error)) listed {
 	var out listed
 	for _, s := range in.Sources {
 		if s.Live == nil {
@@ -352,11 +312,11 @@ func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *ShardStatus,
 	}
 	switch {
 	case len(out.conflicts) > 0:
-		st.State = StateConflict
+		st.State = status.StateConflict
 		st.Message = fmt.Sprintf("%s exists but is not managed by shardkeeper; it is left alone. Delete it, or label it %s=%s to hand it over",
 			strings.Join(out.conflicts, ", "), render.ManagedByLabel, render.ManagedByValue)
 	case len(out.withheld) > 0:
-		st.State = StatePending
+		st.State = status.StatePending
 		st.Message = fmt.Sprintf("%s not created: its source would reconcile this shard's objects too (see the %s warning); it is created once the source is shard-aware",
 			strings.Join(out.withheld, ", "), "SourceNotShardAware")
 	}
@@ -416,11 +376,11 @@ func Decide(in Input) (Plan, error) {
 // notShardAware lists the sources to warn about: such a source would
 // reconcile the sharded objects alongside the shards, so the operator must
 // restart it with the argument before new copies of it are made.
-func notShardAware(sources []SourceState) []NotShardAware {
-	var out []NotShardAware
+func notShardAware(sources []SourceState) []status.NotShardAware {
+	var out []status.NotShardAware
 	for _, s := range sources {
 		if s.Live != nil && !s.shardAware() {
-			out = append(out, NotShardAware{Source: s.Source.Key(), Needs: s.Source.RequiredArg})
+			out = append(out, status.NotShardAware{Source: s.Source.Key(), Needs: s.Source.RequiredArg})
 		}
 	}
 	return out
@@ -444,19 +404,19 @@ func decideListed(in Input, running map[string]*inForce, p *Plan) {
 		if running[shard.ID] == nil {
 			p.NewShards[shard.ID] = true
 		}
-		st := ShardStatus{ID: shard.ID, State: StateActive}
+		st := status.ShardStatus{ID: shard.ID, State: status.StateActive}
 		d := decideShard(in, shard, p.NewShards[shard.ID], &st, renderErr)
 		p.Actions = append(p.Actions, d.actions...)
 		st.JobPlacement = JobPlacementMismatch(in, shard)
 		st.Mapped = nonZero(in.Mapped.Counts(shard.ID))
 		switch {
-		case !place.Enabled || st.State == StateConflict:
+		case !place.Enabled || st.State == status.StateConflict:
 		case in.Config.Draining(shard.ID):
 			p.Draining = append(p.Draining, shard.ID)
 			left := total(st.Mapped)
-			st.State, st.Message = StateDraining, DrainingMessage(shard.ID, left, place, true)
+			st.State, st.Message = status.StateDraining, DrainingMessage(shard.ID, left, place, true)
 			if left == 0 {
-				st.State, st.Message = StateDrained, fmt.Sprintf("shard %s is empty; remove it from the list to delete it", shard.ID)
+				st.State, st.Message = status.StateDrained, fmt.Sprintf("shard %s is empty; remove it from the list to delete it", shard.ID)
 			} else if n, sample := Pinned(place, in.Mapped, shard.ID, SampleSize); n > 0 {
 				st.Message = PinnedMessage(in.ConfigMap, shard.ID, n, sample)
 			}
@@ -482,7 +442,7 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 		}
 		deps, svcs := running[id].deployments, running[id].services
 		counts := nonZero(in.Mapped.Counts(id))
-		st := ShardStatus{ID: id, Mapped: counts, Desired: len(deps)}
+		st := status.ShardStatus{ID: id, Mapped: counts, Desired: len(deps)}
 		for _, d := range deps {
 			if Ready(d) {
 				st.Ready++
@@ -490,23 +450,23 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 		}
 		switch {
 		case !synced:
-			st.State = StateWaiting
+			st.State = status.StateWaiting
 			st.Message = "removal waits until the mapped-object caches have synced"
 			p.Shards = append(p.Shards, st)
 			continue
 		case total(counts) > 0 && !force.Allows(id) && place.Enabled:
 			p.Draining = append(p.Draining, id)
-			st.State, st.Message = StateDraining, DrainingMessage(id, total(counts), place, false)
+			st.State, st.Message = status.StateDraining, DrainingMessage(id, total(counts), place, false)
 			if len(p.Targets) == 0 {
 				st.Message = fmt.Sprintf("shard %s is draining, but no listed shard is Available to take its %d objects; it is kept until one is", id, total(counts))
 			}
 			if n, sample := Pinned(place, in.Mapped, id, SampleSize); n > 0 {
-				st.State, st.Message = StateBlocked, PinnedMessage(in.ConfigMap, id, n, sample)
+				st.State, st.Message = status.StateBlocked, PinnedMessage(in.ConfigMap, id, n, sample)
 			}
 			p.Shards = append(p.Shards, st)
 			continue
 		case total(counts) > 0 && !force.Allows(id):
-			st.State = StateBlocked
+			st.State = status.StateBlocked
 			st.Message = BlockedMessage(in.ConfigMap, id, counts, in.Mapped.Sample(id, SampleSize))
 			p.Shards = append(p.Shards, st)
 			continue

@@ -20,6 +20,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
 const ns = "cattle-fleet-system"
@@ -168,8 +169,8 @@ func kinds(p Plan) map[ActionKind][]string {
 
 // conflictsIn returns the "Kind namespace/name" that a shard's Conflict
 // message names, in the order it names them.
-func conflictsIn(st ShardStatus) []string {
-	if st.State != StateConflict {
+func conflictsIn(st status.ShardStatus) []string {
+	if st.State != status.StateConflict {
 		return nil
 	}
 	list, _, ok := strings.Cut(st.Message, " exists but is not managed by shardkeeper")
@@ -187,7 +188,7 @@ func TestCreateThenSteady(t *testing.T) {
 		"fleet-controller-shard-a", "fleet-controller-shard-b", "gitjob-shard-a", "gitjob-shard-b",
 	}}, kinds(p), "a missing source (helmops) is skipped")
 	require.Len(t, p.Shards, 2)
-	assert.Equal(t, StateActive, p.Shards[0].State)
+	assert.Equal(t, status.StateActive, p.Shards[0].State)
 	assert.Equal(t, 2, p.Shards[0].Desired)
 	assert.Equal(t, map[string]bool{"a": true, "b": true}, p.NewShards)
 
@@ -236,7 +237,7 @@ func TestRemovalGuard(t *testing.T) {
 	assert.Empty(t, p.Actions, "a shard with mapped objects is kept")
 	require.Len(t, p.Shards, 2)
 	b := p.Shards[1]
-	assert.Equal(t, StateBlocked, b.State)
+	assert.Equal(t, status.StateBlocked, b.State)
 	assert.Equal(t, map[string]int{"gitrepos": 2, "helmops": 1}, b.Mapped)
 	assert.Contains(t, b.Message, "2 gitrepos, 1 helmops")
 	assert.Contains(t, b.Message, "gitrepos team1/repo1")
@@ -248,7 +249,7 @@ func TestRemovalGuard(t *testing.T) {
 	p, err = w.decide("a", "*")
 	require.NoError(t, err)
 	assert.Empty(t, p.Actions)
-	assert.Equal(t, StateWaiting, p.Shards[1].State)
+	assert.Equal(t, status.StateWaiting, p.Shards[1].State)
 	assert.False(t, p.ForceChanged, `"*" waits until it can act`)
 
 	// Synced and empty: deleted.
@@ -276,7 +277,7 @@ func TestForce(t *testing.T) {
 	assert.Equal(t, map[string]int{"gitrepos": 1}, p.Removals[0].Mapped)
 	assert.True(t, p.ForceChanged)
 	assert.True(t, p.Force.Empty(), "a used force entry is removed")
-	assert.Equal(t, StateBlocked, p.Shards[1].State, "c is not forced")
+	assert.Equal(t, status.StateBlocked, p.Shards[1].State, "c is not forced")
 
 	w.converge(p)
 	// "*" forces every pending removal and is consumed.
@@ -317,7 +318,7 @@ func TestConflictAndUnmanaged(t *testing.T) {
 	p, err := w.decide("a", "")
 	require.NoError(t, err)
 	assert.Equal(t, map[ActionKind][]string{Create: {"fleet-controller-shard-a"}}, kinds(p))
-	assert.Equal(t, StateConflict, p.Shards[0].State)
+	assert.Equal(t, status.StateConflict, p.Shards[0].State)
 	assert.Equal(t, []string{"Deployment " + ns + "/gitjob-shard-a"}, conflictsIn(p.Shards[0]))
 	assert.Len(t, p.Shards, 1, "an unmanaged Deployment is not a shard in force")
 }
@@ -371,7 +372,7 @@ func TestUnknownAndNotShardAware(t *testing.T) {
 	}
 	p, err := Decide(in)
 	require.NoError(t, err)
-	assert.Equal(t, []NotShardAware{{Source: "flux-system/helm-controller", Needs: "--watch-label-selector=!sharding.fluxcd.io/key"}}, p.NotShardAware)
+	assert.Equal(t, []status.NotShardAware{{Source: "flux-system/helm-controller", Needs: "--watch-label-selector=!sharding.fluxcd.io/key"}}, p.NotShardAware)
 	require.Len(t, p.Unknown, 1)
 	assert.Equal(t, Unknown{Shard: "typo", Count: 2, Sample: []string{"helmreleases x/2", "helmreleases x/3"}}, p.Unknown[0])
 }

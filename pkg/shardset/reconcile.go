@@ -167,10 +167,10 @@ func ignoreNotFound(err error) error {
 }
 
 // recordGauges sets the shard and mapped-object gauges from the status.
-func recordGauges(shards []plan.ShardStatus) {
+func recordGauges(shards []status.ShardStatus) {
 	metrics.Shards.Reset()
 	metrics.MappedObjects.Reset()
-	for _, state := range []string{plan.StateActive, plan.StatePending, plan.StateBlocked, plan.StateWaiting, plan.StateConflict, plan.StateDraining, plan.StateDrained} {
+	for _, state := range []string{status.StateActive, status.StatePending, status.StateBlocked, status.StateWaiting, status.StateConflict, status.StateDraining, status.StateDrained} {
 		metrics.Shards.WithLabelValues(state).Set(0)
 	}
 	for _, s := range shards {

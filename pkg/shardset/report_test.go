@@ -7,14 +7,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
 const statusKey = testNS + "/shardkeeper-status"
 
-func shardStatus(id, state string, ready int) plan.ShardStatus {
-	return plan.ShardStatus{ID: id, State: state, Ready: ready, Desired: 2, Message: "shard " + id + " is " + state}
+func shardStatus(id, state string, ready int) status.ShardStatus {
+	return status.ShardStatus{ID: id, State: state, Ready: ready, Desired: 2, Message: "shard " + id + " is " + state}
 }
 
 func encode(t *testing.T, st status.Status) map[string]string {
@@ -27,8 +26,8 @@ func encode(t *testing.T, st status.Status) map[string]string {
 func TestStatusWritesArePaced(t *testing.T) {
 	e := newEnv(t, Options{}, nil, nil)
 	cm := shardConfigMapObject("a", "")
-	pending := status.Status{Shards: []plan.ShardStatus{shardStatus("a", plan.StatePending, 0)}}
-	active := status.Status{Shards: []plan.ShardStatus{shardStatus("a", plan.StateActive, 2)}}
+	pending := status.Status{Shards: []status.ShardStatus{shardStatus("a", status.StatePending, 0)}}
+	active := status.Status{Shards: []status.ShardStatus{shardStatus("a", status.StateActive, 2)}}
 
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	e.c.now = func() time.Time { return now }
@@ -57,7 +56,7 @@ func TestStatusWritesArePaced(t *testing.T) {
 
 func TestUnchangedStatusIsNotRewritten(t *testing.T) {
 	e := newEnv(t, Options{}, nil, nil)
-	st := status.Status{Shards: []plan.ShardStatus{shardStatus("a", plan.StateActive, 2)}}
+	st := status.Status{Shards: []status.ShardStatus{shardStatus("a", status.StateActive, 2)}}
 
 	require.NoError(t, e.c.report(shardConfigMapObject("a", ""), st))
 	e.c.lastStatusWrite = e.c.now().Add(-time.Hour) // pacing is not why
@@ -70,9 +69,9 @@ func TestUnchangedStatusIsNotRewritten(t *testing.T) {
 func TestRestartedControllerNeitherRewritesNorRepeatsEvents(t *testing.T) {
 	e := newEnv(t, Options{}, nil, nil)
 	cm := shardConfigMapObject("a", "")
-	blocked := status.Status{Shards: []plan.ShardStatus{
-		shardStatus("a", plan.StateActive, 2),
-		shardStatus("b", plan.StateBlocked, 2),
+	blocked := status.Status{Shards: []status.ShardStatus{
+		shardStatus("a", status.StateActive, 2),
+		shardStatus("b", status.StateBlocked, 2),
 	}}
 	require.NoError(t, e.c.report(cm, blocked))
 	require.Equal(t, []string{"Warning ShardDeletionBlocked shard b is Blocked"}, e.events())
@@ -86,7 +85,7 @@ func TestRestartedControllerNeitherRewritesNorRepeatsEvents(t *testing.T) {
 	assert.Contains(t, e.statusMaps.calls, "get "+statusKey)
 
 	// What changes afterwards is news, and only that.
-	conflict := status.Status{Shards: append(blocked.Shards[:2:2], shardStatus("c", plan.StateConflict, 0))}
+	conflict := status.Status{Shards: append(blocked.Shards[:2:2], shardStatus("c", status.StateConflict, 0))}
 	restarted.lastStatusWrite = time.Time{}
 	require.NoError(t, restarted.report(cm, conflict))
 	assert.Equal(t, []string{"Warning ShardConflict shard c is Conflict"}, e.events())
@@ -96,7 +95,7 @@ func TestRestartedControllerNeitherRewritesNorRepeatsEvents(t *testing.T) {
 func TestRejectedConfigKeepsTheShardReport(t *testing.T) {
 	e := newEnv(t, Options{}, nil, nil)
 	cm := shardConfigMapObject("a", "")
-	ok := status.Status{Shards: []plan.ShardStatus{shardStatus("a", plan.StateActive, 2)}}
+	ok := status.Status{Shards: []status.ShardStatus{shardStatus("a", status.StateActive, 2)}}
 	require.NoError(t, e.c.report(cm, ok))
 
 	e.c.lastStatusWrite = time.Time{}

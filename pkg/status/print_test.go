@@ -7,14 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
 func TestPrint(t *testing.T) {
-	s := Status{Shards: []plan.ShardStatus{
-		{ID: "shard0", State: plan.StateActive, Ready: 4, Desired: 4, Mapped: map[string]int{"helmreleases": 1, "gitrepos": 2}},
-		{ID: "shard1", State: plan.StateBlocked, Ready: 3, Desired: 4, Mapped: map[string]int{"gitrepos": 1}, Message: "still mapped"},
+	s := Status{Shards: []ShardStatus{
+		{ID: "shard0", State: StateActive, Ready: 4, Desired: 4, Mapped: map[string]int{"helmreleases": 1, "gitrepos": 2}},
+		{ID: "shard1", State: StateBlocked, Ready: 3, Desired: 4, Mapped: map[string]int{"gitrepos": 1}, Message: "still mapped"},
 	}}
 	var buf bytes.Buffer
 	require.NoError(t, Print(&buf, s, ""))

@@ -1,6 +1,8 @@
-// Package status holds what shardkeeper reports in its status ConfigMap,
-// and derives the condition Events from how that report changes, so that an
-// Event is emitted once per change and not again after a restart.
+// Package status holds what shardkeeper reports in its status ConfigMap (the
+// shards and their states), and derives the condition Events from how that
+// report changes, so that an Event is emitted once per change and not again
+// after a restart. Every Event reason, and the broadcaster that sends the
+// Events, are here too.
 package status
 
 import (
@@ -10,8 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
 // ConfigMap data keys of the status ConfigMap.
@@ -48,9 +48,9 @@ const (
 
 // Warnings are the cluster-wide findings that are not a shard's state.
 type Warnings struct {
-	UnknownShards []UnknownShard       `json:"unknownShards,omitempty"`
-	NotShardAware []plan.NotShardAware `json:"notShardAware,omitempty"`
-	RenderErrors  []string             `json:"renderErrors,omitempty"`
+	UnknownShards []UnknownShard  `json:"unknownShards,omitempty"`
+	NotShardAware []NotShardAware `json:"notShardAware,omitempty"`
+	RenderErrors  []string        `json:"renderErrors,omitempty"`
 }
 
 // UnknownShard is a shard ID on objects that no shard serves.
@@ -62,7 +62,7 @@ type UnknownShard struct {
 
 // Status is the whole report.
 type Status struct {
-	Shards   []plan.ShardStatus
+	Shards   []ShardStatus
 	Error    string
 	Warnings Warnings
 }
@@ -71,7 +71,7 @@ type Status struct {
 func Encode(s Status) (map[string]string, error) {
 	shards := s.Shards
 	if shards == nil {
-		shards = []plan.ShardStatus{}
+		shards = []ShardStatus{}
 	}
 	b, err := yaml.Marshal(shards)
 	if err != nil {
@@ -118,29 +118,29 @@ func Changes(old, cur Status) []Event {
 		out = append(out, Event{corev1.EventTypeWarning, ReasonInvalidShardConfig,
 			"The shard list was rejected and nothing was changed: " + cur.Error})
 	}
-	prev := map[string]plan.ShardStatus{}
+	prev := map[string]ShardStatus{}
 	for _, s := range old.Shards {
 		prev[s.ID] = s
 	}
 	for _, s := range cur.Shards {
 		p, had := prev[s.ID]
 		switch s.State {
-		case plan.StateBlocked:
-			if !had || p.State != plan.StateBlocked {
+		case StateBlocked:
+			if !had || p.State != StateBlocked {
 				out = append(out, Event{corev1.EventTypeWarning, ReasonShardDeletionBlocked, s.Message})
 			}
-		case plan.StateDraining:
+		case StateDraining:
 			// The message counts down as objects leave; only the start of
 			// a drain is news.
-			if !had || p.State != plan.StateDraining {
+			if !had || p.State != StateDraining {
 				out = append(out, Event{corev1.EventTypeNormal, ReasonShardDraining, s.Message})
 			}
-		case plan.StateDrained:
-			if !had || p.State != plan.StateDrained {
+		case StateDrained:
+			if !had || p.State != StateDrained {
 				out = append(out, Event{corev1.EventTypeNormal, ReasonShardDrained, s.Message})
 			}
-		case plan.StateConflict:
-			if !had || p.State != plan.StateConflict || p.Message != s.Message {
+		case StateConflict:
+			if !had || p.State != StateConflict || p.Message != s.Message {
 				out = append(out, Event{corev1.EventTypeWarning, ReasonShardConflict, s.Message})
 			}
 		}
@@ -170,7 +170,7 @@ func Changes(old, cur Status) []Event {
 
 // NotShardAwareMessage says what a source that is not shard-aware lacks,
 // what follows, and where the lasting fix goes.
-func NotShardAwareMessage(n plan.NotShardAware) string {
+func NotShardAwareMessage(n NotShardAware) string {
 	return fmt.Sprintf("source Deployment %s is not started with %s, so it would also reconcile the objects of every shard; "+
 		"no new shard copy of it is created until it is (copies that exist are left as they are). "+
 		"Add the argument through whatever installs it, not by hand: see the README's section on Flux", n.Source, n.Needs)

@@ -5,8 +5,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
 func reasons(events []Event) []string {
@@ -19,9 +17,9 @@ func reasons(events []Event) []string {
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	s := Status{
-		Shards: []plan.ShardStatus{
-			{ID: "a", State: plan.StateActive, Ready: 3, Desired: 3},
-			{ID: "b", State: plan.StateBlocked, Ready: 3, Desired: 3, Mapped: map[string]int{"gitrepos": 2}, Message: "blocked"},
+		Shards: []ShardStatus{
+			{ID: "a", State: StateActive, Ready: 3, Desired: 3},
+			{ID: "b", State: StateBlocked, Ready: 3, Desired: 3, Mapped: map[string]int{"gitrepos": 2}, Message: "blocked"},
 		},
 		Warnings: Warnings{UnknownShards: []UnknownShard{{ID: "typo", Count: 1, Objects: []string{"gitrepos x/y"}}}},
 	}
@@ -37,9 +35,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 }
 
 func TestChangesOnlyOnTransitions(t *testing.T) {
-	active := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateActive}}}
-	blocked := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateBlocked, Message: "2 gitrepos"}}}
-	blockedMore := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateBlocked, Message: "3 gitrepos"}}}
+	active := Status{Shards: []ShardStatus{{ID: "b", State: StateActive}}}
+	blocked := Status{Shards: []ShardStatus{{ID: "b", State: StateBlocked, Message: "2 gitrepos"}}}
+	blockedMore := Status{Shards: []ShardStatus{{ID: "b", State: StateBlocked, Message: "3 gitrepos"}}}
 
 	assert.Equal(t, []string{ReasonShardDeletionBlocked}, reasons(Changes(active, blocked)))
 	assert.Empty(t, Changes(blocked, blocked), "an unchanged condition emits nothing")
@@ -50,16 +48,16 @@ func TestChangesOnlyOnTransitions(t *testing.T) {
 	assert.Empty(t, Changes(invalid, invalid))
 	assert.Len(t, Changes(invalid, Status{Error: "worse"}), 1)
 
-	unknown := Status{Warnings: Warnings{UnknownShards: []UnknownShard{{ID: "x", Count: 1}}, NotShardAware: []plan.NotShardAware{{Source: "flux-system/helm-controller", Needs: "--watch-label-selector=!sharding.fluxcd.io/key"}}}}
+	unknown := Status{Warnings: Warnings{UnknownShards: []UnknownShard{{ID: "x", Count: 1}}, NotShardAware: []NotShardAware{{Source: "flux-system/helm-controller", Needs: "--watch-label-selector=!sharding.fluxcd.io/key"}}}}
 	assert.Equal(t, []string{ReasonUnknownShard, ReasonSourceNotShardAware}, reasons(Changes(Status{}, unknown)))
 	assert.Empty(t, Changes(unknown, unknown))
 
-	conflict := Status{Shards: []plan.ShardStatus{{ID: "a", State: plan.StateConflict, Message: "m"}}}
+	conflict := Status{Shards: []ShardStatus{{ID: "a", State: StateConflict, Message: "m"}}}
 	assert.Equal(t, []string{ReasonShardConflict}, reasons(Changes(Status{}, conflict)))
 
-	draining := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateDraining, Message: "5 objects left"}}}
-	drainingLess := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateDraining, Message: "4 objects left"}}}
-	drained := Status{Shards: []plan.ShardStatus{{ID: "b", State: plan.StateDrained}}}
+	draining := Status{Shards: []ShardStatus{{ID: "b", State: StateDraining, Message: "5 objects left"}}}
+	drainingLess := Status{Shards: []ShardStatus{{ID: "b", State: StateDraining, Message: "4 objects left"}}}
+	drained := Status{Shards: []ShardStatus{{ID: "b", State: StateDrained}}}
 	assert.Equal(t, []string{ReasonShardDraining}, reasons(Changes(active, draining)))
 	assert.Empty(t, Changes(draining, drainingLess), "progress is in the status, not a new Event")
 	assert.Equal(t, []string{ReasonShardDrained}, reasons(Changes(drainingLess, drained)))

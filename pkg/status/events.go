@@ -1,4 +1,4 @@
-package shardset
+package status
 
 import (
 	"context"
