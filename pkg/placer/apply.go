@@ -66,11 +66,11 @@ func patch(o mapped.Object, label, to string, now time.Time) map[string]any {
 	}}
 }
 
-// BumpPatch is Patch that also sets the integer field at path (as
+// bumpPatch is Patch that also sets the integer field at path (as
 // "spec.forceSyncGeneration") to value. In one write with the label, the
 // controller of the new shard is the one that sees the bump: Fleet's gitjob
 // then runs `fleet apply` again, which relabels the GitRepo's Bundles.
-func BumpPatch(o mapped.Object, label, to string, now time.Time, path string, value int64) ([]byte, error) {
+func bumpPatch(o mapped.Object, label, to string, now time.Time, path string, value int64) ([]byte, error) {
 	body := patch(o, label, to, now)
 	fields := strings.Split(path, ".")
 	m := body
@@ -138,7 +138,7 @@ func (p *Placer) relabel(ctx context.Context, o mapped.Object, kind source.Mappe
 		if value, err = p.bumped(ctx, o, kind); err != nil {
 			return err
 		}
-		body, err = BumpPatch(o, kind.Label, to, now, kind.BumpOnMove, value)
+		body, err = bumpPatch(o, kind.Label, to, now, kind.BumpOnMove, value)
 	}
 	if err != nil {
 		return fmt.Errorf("building the patch of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)

@@ -8,10 +8,10 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
-// Owners returns "namespace/name" of the objects that have derived objects
+// owners returns "namespace/name" of the objects that have derived objects
 // in the cache, as the derived objects' owner labels (by kind name) name
 // them: the GitRepos that have Bundles.
-func Owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool {
+func owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool {
 	out := map[string]bool{}
 	if len(ownerLabels) == 0 {
 		return out

@@ -215,7 +215,7 @@ func (p *Placer) round(ctx context.Context) time.Duration {
 	if len(moves) == 0 {
 		return st.Placement.Interval
 	}
-	res := p.apply(ctx, moves, index, Owners(objs, p.ownerLabels), now)
+	res := p.apply(ctx, moves, index, owners(objs, p.ownerLabels), now)
 	p.mu.Lock()
 	p.windowMoves += res.paced
 	p.mu.Unlock()

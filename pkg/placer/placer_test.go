@@ -122,7 +122,7 @@ func TestSetWakesOnlyOnChange(t *testing.T) {
 func TestBumpPatch(t *testing.T) {
 	now := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
 	o := mapped.Object{Namespace: "apps", Name: "r", ResourceVersion: "42"}
-	body, err := BumpPatch(o, "fleet.cattle.io/shard-ref", "shard-1", now, "spec.forceSyncGeneration", 4)
+	body, err := bumpPatch(o, "fleet.cattle.io/shard-ref", "shard-1", now, "spec.forceSyncGeneration", 4)
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(body, &got))
@@ -175,7 +175,7 @@ func TestOwners(t *testing.T) {
 		{Kind: "bundles", Namespace: "apps", Name: "with-bundles-app", Derived: true, Labels: labels.Set{"fleet.cattle.io/repo-name": "with-bundles"}},
 		{Kind: "bundledeployments", Namespace: "cluster-1", Name: "x", Derived: true, Labels: labels.Set{"fleet.cattle.io/repo-name": "fresh"}},
 	}
-	got := Owners(objs, map[string]string{"bundles": "fleet.cattle.io/repo-name"})
+	got := owners(objs, map[string]string{"bundles": "fleet.cattle.io/repo-name"})
 	assert.Equal(t, map[string]bool{"apps/with-bundles": true}, got,
 		"a GitRepo with Bundles is applied again on a move; a fresh one has nothing to carry along")
 }

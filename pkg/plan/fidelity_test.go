@@ -196,7 +196,7 @@ func TestJobPlacementMismatch(t *testing.T) {
 		return Input{Config: w.config(shards, ""), Sources: w.sources, Deployments: w.deps}
 	}
 	gpu := "- id: gpu-pool\n  nodeSelector: {pool: gpu}\n  tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]\n"
-	msg := JobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0])
+	msg := jobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0])
 	assert.Contains(t, msg, "gpu-pool")
 	assert.Contains(t, msg, "dedicated=gpu:NoSchedule")
 	assert.Contains(t, msg, ns+"/fleet-controller")
@@ -208,16 +208,16 @@ func TestJobPlacementMismatch(t *testing.T) {
 	fc.Spec.Template.Spec.Tolerations = append(fc.Spec.Template.Spec.Tolerations,
 		corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists})
 	w.deps[ns+"/fleet-controller"] = fc
-	assert.Empty(t, JobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0]))
+	assert.Empty(t, jobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0]))
 
 	// fleet-controller's node selector wins on the same key.
 	fc.Spec.Template.Spec.NodeSelector["pool"] = "default"
-	msg = JobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0])
+	msg = jobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0])
 	assert.Contains(t, msg, "pool=gpu (fleet-controller's pool=default wins)")
 
 	// The tolerations gitjob always gives its Jobs count too.
 	linux := "- id: l\n  tolerations: [{key: cattle.io/os, operator: Equal, value: linux, effect: NoSchedule}]\n"
-	assert.Empty(t, JobPlacementMismatch(in(linux), in(linux).Config.Shards[0]))
+	assert.Empty(t, jobPlacementMismatch(in(linux), in(linux).Config.Shards[0]))
 
 	// The mismatch is in the shard's status, and the shard is created anyway.
 	fc.Spec.Template.Spec.NodeSelector["pool"] = "gpu"
@@ -229,7 +229,7 @@ func TestJobPlacementMismatch(t *testing.T) {
 
 	// Without a gitjob source there are no git Jobs to warn about.
 	noGitjob := Input{Config: w.config(gpu, ""), Sources: w.sources[:1], Deployments: w.deps}
-	assert.Empty(t, JobPlacementMismatch(noGitjob, noGitjob.Config.Shards[0]))
+	assert.Empty(t, jobPlacementMismatch(noGitjob, noGitjob.Config.Shards[0]))
 }
 
 func TestActionRef(t *testing.T) {

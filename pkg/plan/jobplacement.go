@@ -19,14 +19,14 @@ var gitJobTolerations = []corev1.Toleration{
 	{Key: "node.cloudprovider.kubernetes.io/uninitialized", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 }
 
-// JobPlacementMismatch says why the Jobs of a shard's copy of a source would
+// jobPlacementMismatch says why the Jobs of a shard's copy of a source would
 // not be placed as the shard asks, or "" when they would. Fleet's gitjob
 // starts each git Job with the tolerations and node selector of the
 // unsharded fleet-controller Deployment (source.Source.JobPlacementFrom);
 // the shard's node selector reaches the Job through --shard-node-selector,
 // but fleet-controller's node selector is copied over it, and the shard's
 // tolerations never reach the Job at all.
-func JobPlacementMismatch(in Input, shard shardconfig.Shard) string {
+func jobPlacementMismatch(in Input, shard shardconfig.Shard) string {
 	if len(shard.Tolerations) == 0 && len(shard.NodeSelector) == 0 {
 		return ""
 	}

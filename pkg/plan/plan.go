@@ -407,7 +407,7 @@ func decideListed(in Input, running map[string]*inForce, p *Plan) {
 		st := status.ShardStatus{ID: shard.ID, State: status.StateActive}
 		d := decideShard(in, shard, p.NewShards[shard.ID], &st, renderErr)
 		p.Actions = append(p.Actions, d.actions...)
-		st.JobPlacement = JobPlacementMismatch(in, shard)
+		st.JobPlacement = jobPlacementMismatch(in, shard)
 		st.Mapped = nonZero(in.Mapped.Counts(shard.ID))
 		switch {
 		case !place.Enabled || st.State == status.StateConflict:
@@ -562,17 +562,17 @@ func BlockedMessage(cm types.NamespacedName, id string, counts map[string]int, s
 		"Relabel or delete those objects and the shard is deleted by itself, or force it with: kubectl -n %s annotate configmap %s %s=%s",
 		id, FormatCounts(counts), strings.Join(sample, ", "), cm.Namespace, cm.Name, shardconfig.ForceDeleteAnnotation, id)
 	if counts["bundles"]+counts["bundledeployments"] > 0 {
-		msg += ". " + BundlesHint
+		msg += ". " + bundlesHint
 	}
 	return msg
 }
 
-// BundlesHint says how Fleet's Bundles follow a GitRepo that was moved by
+// bundlesHint says how Fleet's Bundles follow a GitRepo that was moved by
 // hand: gitjob passes a GitRepo's labels to `fleet apply` only when it runs
 // a new job (a new commit, a spec change, or spec.forceSyncGeneration
 // differing from status.updateGeneration), and fleet-controller then
 // relabels the BundleDeployments.
-const BundlesHint = "Bundles take a GitRepo's shard label only when it is applied again: after relabelling a GitRepo by hand, " +
+const bundlesHint = "Bundles take a GitRepo's shard label only when it is applied again: after relabelling a GitRepo by hand, " +
 	"add one to its spec.forceSyncGeneration (kubectl -n NAMESPACE patch gitrepo NAME --type merge -p '{\"spec\":{\"forceSyncGeneration\":N}}'). " +
 	"A HelmOp's Bundle takes the shard label of the HelmOp's spec.labels, not of its own labels"
 
