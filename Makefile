@@ -83,7 +83,7 @@ fuzz: ## Fuzz the ConfigMap parsers, the renderer and placement, $(FUZZ_TIME) ea
 	go test ./pkg/shardconfig -run '^$$' -fuzz FuzzParseShards -fuzztime $(FUZZ_TIME)
 	go test ./pkg/render -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZ_TIME)
 	go test ./pkg/shardconfig -run '^$$' -fuzz FuzzParsePlacement -fuzztime $(FUZZ_TIME)
-	go test ./pkg/placement -run '^$$' -fuzz FuzzPlan -fuzztime $(FUZZ_TIME)
+	go test ./pkg/balance -run '^$$' -fuzz FuzzMoves -fuzztime $(FUZZ_TIME)
 
 SOAK_RUNS ?= 20
 

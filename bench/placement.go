@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/yaml"
 
-	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
@@ -46,7 +46,7 @@ const (
 	daemonBurst = 300
 )
 
-// refWriters is the reference's parallel writers: the placer's own bound
+// refWriters is the reference's parallel writers: the mover's own bound
 // on relabels in flight.
 const refWriters = 8
 

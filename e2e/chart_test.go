@@ -39,7 +39,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
-	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 

@@ -35,7 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
-	"github.com/shardkeeper/shardkeeper/pkg/fixture"
+	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 

@@ -29,7 +29,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
-	"github.com/shardkeeper/shardkeeper/pkg/placer"
+	"github.com/shardkeeper/shardkeeper/pkg/mover"
 	"github.com/shardkeeper/shardkeeper/pkg/probe"
 	"github.com/shardkeeper/shardkeeper/pkg/shardset"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -45,7 +45,7 @@ type Daemon struct {
 	factories   map[string]controller.SharedControllerFactory
 	tracker     *mapped.Tracker
 	ctrl        *shardset.Controller
-	placer      *placer.Placer
+	mover       *mover.Mover
 	broadcaster record.EventBroadcaster
 
 	// leading: this process holds the Lease (or runs without election);
@@ -92,8 +92,8 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dynamic client: %w", err)
 		}
-		d.placer = placer.New(meta, dyn, o.Set.Mapped, d.tracker, recorder)
-		opts.Placer = d.placer
+		d.mover = mover.New(meta, dyn, o.Set.Mapped, d.tracker, recorder)
+		opts.Mover = d.mover
 	}
 	d.ctrl = shardset.Register(ctx, opts, configMaps, configMaps, deployments, services, d.tracker, recorder)
 	return d, nil
@@ -168,8 +168,8 @@ func (d *Daemon) factoryFor(ns string) (controller.SharedControllerFactory, erro
 // mappedChanged is called by the mapped-object caches once they run.
 func (d *Daemon) mappedChanged() {
 	d.ctrl.MappedChanged()
-	if d.placer != nil {
-		d.placer.Wake()
+	if d.mover != nil {
+		d.mover.Wake()
 	}
 }
 
@@ -218,8 +218,8 @@ func (d *Daemon) start(ctx context.Context) error {
 		}
 	}
 	d.ctrl.Started()
-	if d.placer != nil {
-		go d.placer.Run(ctx)
+	if d.mover != nil {
+		go d.mover.Run(ctx)
 	}
 	logrus.WithFields(logrus.Fields{"configmap": d.opts.configMap().String(), "sources": len(d.opts.Set.Sources),
 		"mappedKinds": len(d.opts.Set.Mapped)}).Info("controllers started")

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
-	"github.com/shardkeeper/shardkeeper/pkg/placer"
+	"github.com/shardkeeper/shardkeeper/pkg/mover"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -39,9 +39,9 @@ func (c *Controller) OnChange(key string, cm *corev1.ConfigMap) (*corev1.ConfigM
 func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	log := logrus.WithField("configmap", key)
 	if cm == nil {
-		if c.opts.Placer != nil {
+		if c.opts.Mover != nil {
 			// Without its settings placement stops; labels stay as they are.
-			c.opts.Placer.Set(placer.State{})
+			c.opts.Mover.Set(mover.State{})
 		}
 		log.Info("shard ConfigMap not found; nothing is changed until it exists")
 		return nil, c.report(nil, status.Status{Error: fmt.Sprintf("ConfigMap %s not found; nothing is changed until it exists", key)})
@@ -57,7 +57,7 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		return cm, c.report(cm, status.Status{Error: err.Error()})
 	}
 
-	if cfg.Placement.Enabled && c.opts.Placer == nil {
+	if cfg.Placement.Enabled && c.opts.Mover == nil {
 		err := errors.New(errPlacementNotAllowed)
 		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
 		return cm, c.report(cm, status.Status{Error: err.Error()})
@@ -73,8 +73,8 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 	}
 
 	applyErr := c.apply(cm, p)
-	if c.opts.Placer != nil {
-		c.opts.Placer.Set(placer.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining})
+	if c.opts.Mover != nil {
+		c.opts.Mover.Set(mover.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining})
 	}
 
 	if applyErr == nil && p.ForceChanged {

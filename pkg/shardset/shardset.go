@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/shardkeeper/shardkeeper/pkg/placer"
+	"github.com/shardkeeper/shardkeeper/pkg/mover"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -45,9 +45,9 @@ type Options struct {
 	ConfigMap types.NamespacedName
 	// Sources are the controllers cloned for every shard.
 	Sources []source.Source
-	// Placer receives what placement needs after every reconcile; nil
+	// Mover receives what placement needs after every reconcile; nil
 	// when placement is not allowed, and a placement key is then refused.
-	Placer interface{ Set(placer.State) }
+	Mover interface{ Set(mover.State) }
 }
 
 // Controller reconciles the shard set.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
-	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 )
 
@@ -52,7 +52,7 @@ func AutoShards(cfg shardconfig.Config, running []string, m Mapped) []shardconfi
 		}
 	}
 	p := cfg.Placement
-	return shardconfig.AutoNames(placement.Count(current, objects, p.ObjectsPerShard, p.MinShards, p.MaxShards))
+	return shardconfig.AutoNames(balance.ShardCount(current, objects, p.ObjectsPerShard, p.MinShards, p.MaxShards))
 }
 
 // DrainingMessage says how far a drain has come.

@@ -1,9 +1,9 @@
-// Package placer carries out automatic placement: in rounds, it asks the
+// Package mover carries out automatic placement: in rounds, it asks the
 // placement package which mapped objects get which shard label and writes
 // those labels, paced, with each object's resourceVersion as precondition.
 // Which shards may receive objects and which are draining comes from the
 // shard set's reconcile (see shardset), so the two never disagree.
-package placer
+package mover
 
 import (
 	"context"
@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
-	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
@@ -40,7 +40,7 @@ const retryAfter = 2 * time.Second
 // limiter paces them further.
 const writeParallelism = 8
 
-// Objects is what the placer reads of the mapped-object caches.
+// Objects is what the mover reads of the mapped-object caches.
 type Objects interface {
 	// Synced reports whether every mapped kind is cached.
 	Synced() bool
@@ -59,7 +59,7 @@ type State struct {
 	Targets, Draining []string
 }
 
-// patcher is the one write the placer makes: a patch of one object. It is
+// patcher is the one write the mover makes: a patch of one object. It is
 // this narrow so that tests can record the writes of whole rounds without a
 // control plane; in the daemon it is the metadata client (metadataPatcher),
 // which sends the patch without decoding the whole object back.
@@ -67,7 +67,7 @@ type patcher interface {
 	Patch(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) error
 }
 
-// reader is the one read of a whole object the placer makes, for the field
+// reader is the one read of a whole object the mover makes, for the field
 // a move bumps. It is narrow for the same reason as patcher; in the daemon
 // it is the dynamic client (dynamicReader).
 type reader interface {
@@ -90,8 +90,8 @@ func (d dynamicReader) Get(ctx context.Context, resource schema.GroupVersionReso
 	return d.client.Resource(resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-// Placer relabels mapped objects. It runs only on the leader.
-type Placer struct {
+// Mover relabels mapped objects. It runs only on the leader.
+type Mover struct {
 	client patcher
 	// reader reads whole objects, for the kinds whose move bumps a field.
 	reader reader
@@ -111,16 +111,16 @@ type Placer struct {
 	windowMoves int
 }
 
-// New returns a Placer for the mapped kinds. Derived kinds are never
+// New returns a Mover for the mapped kinds. Derived kinds are never
 // moved: they follow the objects they are made from.
-func New(client metadata.Interface, reader dynamic.Interface, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Placer {
-	return newPlacer(metadataPatcher{client}, dynamicReader{reader}, kinds, objects, recorder)
+func New(client metadata.Interface, reader dynamic.Interface, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Mover {
+	return newMover(metadataPatcher{client}, dynamicReader{reader}, kinds, objects, recorder)
 }
 
-// newPlacer is New for any patcher and reader, so that tests can pass
+// newMover is New for any patcher and reader, so that tests can pass
 // recording fakes.
-func newPlacer(client patcher, full reader, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Placer {
-	p := &Placer{client: client, reader: full, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
+func newMover(client patcher, full reader, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Mover {
+	p := &Mover{client: client, reader: full, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
 		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1)}
 	for _, k := range kinds {
 		switch {
@@ -134,8 +134,8 @@ func newPlacer(client patcher, full reader, kinds []source.MappedKind, objects O
 }
 
 // Set records the latest state and asks for a round if it changed; a
-// change of the objects wakes the placer through Wake.
-func (p *Placer) Set(st State) {
+// change of the objects wakes the mover through Wake.
+func (p *Mover) Set(st State) {
 	p.mu.Lock()
 	changed := !sameState(p.state, st)
 	p.state = st
@@ -156,7 +156,7 @@ func sameState(a, b State) bool {
 }
 
 // Wake asks for a round, for instance because a mapped object changed.
-func (p *Placer) Wake() {
+func (p *Mover) Wake() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -165,7 +165,7 @@ func (p *Placer) Wake() {
 
 // Run runs rounds until ctx ends: when woken, and every Interval while
 // placement is on (a cool-down that ran out wakes nothing else).
-func (p *Placer) Run(ctx context.Context) {
+func (p *Mover) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -192,7 +192,7 @@ func (p *Placer) Run(ctx context.Context) {
 }
 
 // round runs one placement round and returns when the next is due.
-func (p *Placer) round(ctx context.Context) time.Duration {
+func (p *Mover) round(ctx context.Context) time.Duration {
 	p.mu.Lock()
 	st := p.state
 	now := p.now()
@@ -211,7 +211,7 @@ func (p *Placer) round(ctx context.Context) time.Duration {
 	}
 	objs := p.objects.All()
 	in, index := Input(st, objs, now, budget)
-	moves := placement.Plan(in)
+	moves := balance.Moves(in)
 	if len(moves) == 0 {
 		return st.Placement.Interval
 	}

@@ -1,4 +1,4 @@
-package placement
+package balance
 
 import (
 	"fmt"
@@ -59,7 +59,7 @@ func countReasons(moves []Move) map[Reason]int {
 	return out
 }
 
-func TestPlanBalance(t *testing.T) {
+func TestMovesBalance(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	targets := names(16)
 	objs := make([]Object, 10000)
@@ -70,7 +70,7 @@ func TestPlanBalance(t *testing.T) {
 	}
 
 	start := time.Now()
-	moves := Plan(Input{Objects: objs, Targets: targets, Now: now, Threshold: 1, MaxMoves: 100})
+	moves := Moves(Input{Objects: objs, Targets: targets, Now: now, Threshold: 1, MaxMoves: 100})
 	assert.Less(t, time.Since(start), time.Second)
 
 	seen := map[string]bool{}
@@ -91,18 +91,18 @@ func TestPlanBalance(t *testing.T) {
 	assert.LessOrEqual(t, float64(hi)/mean, 1.05)
 }
 
-func TestPlanStability(t *testing.T) {
+func TestMovesStability(t *testing.T) {
 	old := names(8)
 	var objs []Object
 	for i := range 10000 {
 		objs = append(objs, Object{Key: fmt.Sprintf("o-%05d", i), Shard: old[i%8], Movable: true, Weight: 1})
 	}
 	in := Input{Objects: objs, Targets: old, Now: now, Threshold: 1, MaxMoves: 100000}
-	assert.Empty(t, Plan(in), "balanced input")
+	assert.Empty(t, Moves(in), "balanced input")
 
 	// A ninth shard only pulls objects in.
 	in.Targets = names(9)
-	moves := Plan(in)
+	moves := Moves(in)
 	ideal := (10000 + 8) / 9
 	assert.LessOrEqual(t, float64(len(moves)), 1.1*float64(ideal))
 	assert.GreaterOrEqual(t, len(moves), ideal-1)
@@ -113,13 +113,13 @@ func TestPlanStability(t *testing.T) {
 	objs = apply(t, objs, moves)
 	assert.LessOrEqual(t, spread(Loads(objs, in.Targets)), in.Threshold)
 	in.Objects = objs
-	assert.Empty(t, Plan(in), "rebalanced input is stable")
+	assert.Empty(t, Moves(in), "rebalanced input is stable")
 
 	// Draining shard-3 (still listed as a target) moves only its objects.
 	in.Draining = []string{"shard-3"}
 	in.Now = now.Add(time.Minute)
 	in.Cooldown = time.Hour
-	moves = Plan(in)
+	moves = Moves(in)
 	onShard3 := Loads(objs, []string{"shard-3"})["shard-3"]
 	assert.Len(t, moves, onShard3)
 	for _, m := range moves {
@@ -131,7 +131,7 @@ func TestPlanStability(t *testing.T) {
 	assert.LessOrEqual(t, spread(Loads(apply(t, objs, moves), rest)), in.Threshold+1)
 }
 
-func TestPlanWeightedStability(t *testing.T) {
+func TestMovesWeightedStability(t *testing.T) {
 	// Weighted input spread evenly must not churn.
 	r := rand.New(rand.NewPCG(3, 4))
 	var objs []Object
@@ -139,11 +139,11 @@ func TestPlanWeightedStability(t *testing.T) {
 		objs = append(objs, Object{Key: fmt.Sprintf("o-%04d", i), Movable: true, Weight: 1 + r.IntN(10)})
 	}
 	in := Input{Objects: objs, Targets: names(5), Now: now, Threshold: 10, MaxMoves: 1000}
-	in.Objects = apply(t, objs, Plan(in))
-	assert.Empty(t, Plan(in))
+	in.Objects = apply(t, objs, Moves(in))
+	assert.Empty(t, Moves(in))
 }
 
-func TestPlanPinsAndScope(t *testing.T) {
+func TestMovesPinsAndScope(t *testing.T) {
 	pinned := objects("pinned", "a", 6)
 	for i := range pinned {
 		pinned[i].Movable = false
@@ -154,7 +154,7 @@ func TestPlanPinsAndScope(t *testing.T) {
 		Targets: []string{"a", "b"},
 		Now:     now, Threshold: 1, MaxMoves: 10,
 	}
-	moves := Plan(in)
+	moves := Moves(in)
 	got := map[string]int{}
 	for _, m := range moves {
 		assert.NotContains(t, m.Key, "pinned")
@@ -174,14 +174,14 @@ func TestPlanPinsAndScope(t *testing.T) {
 		Targets: []string{"a", "b", "c"},
 		Now:     now, Threshold: 1, MaxMoves: 100,
 	}
-	moves = Plan(in)
+	moves = Moves(in)
 	assert.Len(t, moves, 5)
 	for _, m := range moves {
 		assert.Equal(t, Move{Key: m.Key, From: "b", To: "c", Reason: Rebalance}, m)
 	}
 }
 
-func TestPlanCooldown(t *testing.T) {
+func TestMovesCooldown(t *testing.T) {
 	hot := objects("hot", "a", 10)
 	for i := range hot {
 		hot[i].MovedAt = now.Add(-time.Minute)
@@ -203,7 +203,7 @@ func TestPlanCooldown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			moves := Plan(Input{
+			moves := Moves(Input{
 				Objects: tt.objects, Targets: []string{"a", "b"}, Draining: tt.draining,
 				Now: now, Threshold: 1, MaxMoves: 100, Cooldown: time.Hour,
 			})
@@ -217,7 +217,7 @@ func TestPlanCooldown(t *testing.T) {
 	}
 }
 
-func TestPlanBudget(t *testing.T) {
+func TestMovesBudget(t *testing.T) {
 	objs := slices.Concat(
 		objects("new", "", 5),
 		objects("drain", "d", 4),
@@ -235,7 +235,7 @@ func TestPlanBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.maxMoves), func(t *testing.T) {
-			moves := Plan(Input{Objects: objs, Targets: []string{"a", "b"}, Draining: []string{"d"}, Now: now, Threshold: 1, MaxMoves: tt.maxMoves})
+			moves := Moves(Input{Objects: objs, Targets: []string{"a", "b"}, Draining: []string{"d"}, Now: now, Threshold: 1, MaxMoves: tt.maxMoves})
 			assert.Equal(t, tt.want, countReasons(moves))
 			// Assign, then Drain, then Rebalance.
 			assert.True(t, slices.IsSortedFunc(moves, func(a, b Move) int {
@@ -246,7 +246,7 @@ func TestPlanBudget(t *testing.T) {
 	}
 }
 
-func TestPlanTargets(t *testing.T) {
+func TestMovesTargets(t *testing.T) {
 	objs := slices.Concat(objects("new", "", 6), objects("gone", "unknown", 3), objects("old", "d", 2))
 	tests := []struct {
 		name     string
@@ -261,7 +261,7 @@ func TestPlanTargets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			moves := Plan(Input{Objects: objs, Targets: tt.targets, Draining: tt.draining, Now: now, Threshold: 1, MaxMoves: 100})
+			moves := Moves(Input{Objects: objs, Targets: tt.targets, Draining: tt.draining, Now: now, Threshold: 1, MaxMoves: 100})
 			got := map[string]int{}
 			for _, m := range moves {
 				got[m.To]++
@@ -273,7 +273,7 @@ func TestPlanTargets(t *testing.T) {
 	}
 }
 
-func TestPlanPicksSpreadNarrowingObject(t *testing.T) {
+func TestMovesPicksSpreadNarrowingObject(t *testing.T) {
 	tests := []struct {
 		name    string
 		objects []Object
@@ -308,13 +308,13 @@ func TestPlanPicksSpreadNarrowingObject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			moves := Plan(Input{Objects: tt.objects, Targets: []string{"x", "y"}, Now: now, Threshold: 1, MaxMoves: 1})
+			moves := Moves(Input{Objects: tt.objects, Targets: []string{"x", "y"}, Now: now, Threshold: 1, MaxMoves: 1})
 			assert.Equal(t, tt.want, moves)
 		})
 	}
 }
 
-func TestPlanDeterministic(t *testing.T) {
+func TestMovesDeterministic(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	var objs []Object
 	shards := []string{"", "a", "b", "c", "d", "x"}
@@ -325,14 +325,14 @@ func TestPlanDeterministic(t *testing.T) {
 		})
 	}
 	in := Input{Objects: objs, Targets: []string{"c", "a", "b", "d"}, Draining: []string{"d"}, Now: now, Threshold: 1, MaxMoves: 40, Cooldown: time.Hour}
-	want := Plan(in)
+	want := Moves(in)
 	require.NotEmpty(t, want)
 	for range 5 {
 		shuffled := slices.Clone(objs)
 		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 		in.Objects = shuffled
 		slices.Reverse(in.Targets)
-		assert.Equal(t, want, Plan(in))
+		assert.Equal(t, want, Moves(in))
 	}
 }
 
@@ -346,7 +346,7 @@ func TestLoads(t *testing.T) {
 	assert.Equal(t, map[string]int{"x": 4, "y": 0}, Loads(objs, []string{"x", "y"}))
 }
 
-func BenchmarkPlan(b *testing.B) {
+func BenchmarkMoves(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	objs := make([]Object, 10000)
 	for i := range objs {
@@ -357,14 +357,14 @@ func BenchmarkPlan(b *testing.B) {
 	}
 	in := Input{Objects: objs, Targets: names(16), Now: now, Threshold: 1, MaxMoves: 10000}
 	for b.Loop() {
-		Plan(in)
+		Moves(in)
 	}
 }
 
-// FuzzPlan checks the invariants of any round: only movable objects move,
+// FuzzMoves checks the invariants of any round: only movable objects move,
 // none twice, only to targets that are not draining, drains and rebalances
 // within budget, and the same plan for reordered input.
-func FuzzPlan(f *testing.F) {
+func FuzzMoves(f *testing.F) {
 	f.Add([]byte{3, 1, 1, 2, 60, 0, 1, 7, 2, 3, 5, 2, 1, 1, 9, 0, 3, 4, 4})
 	f.Add([]byte{2, 0, 0, 100, 0, 0, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3})
 	f.Add([]byte{})
@@ -400,7 +400,7 @@ func FuzzPlan(f *testing.F) {
 			})
 		}
 
-		moves := Plan(in)
+		moves := Moves(in)
 
 		byKey := map[string]Object{}
 		for _, o := range in.Objects {
@@ -447,11 +447,11 @@ func FuzzPlan(f *testing.F) {
 		reversed := slices.Clone(in.Objects)
 		slices.Reverse(reversed)
 		in.Objects = reversed
-		require.Equal(t, moves, Plan(in))
+		require.Equal(t, moves, Moves(in))
 	})
 }
 
-func TestPlanAssignHeaviestFirst(t *testing.T) {
+func TestMovesAssignHeaviestFirst(t *testing.T) {
 	// In key order a, b, c would end 3:1; heaviest first ends 2:2.
 	objs := []Object{
 		{Key: "a", Movable: true, Weight: 1},
@@ -462,7 +462,7 @@ func TestPlanAssignHeaviestFirst(t *testing.T) {
 		{Key: "c", To: "x", Reason: Assign},
 		{Key: "a", To: "y", Reason: Assign},
 		{Key: "b", To: "y", Reason: Assign},
-	}, Plan(Input{Objects: objs, Targets: []string{"y", "x"}, Now: now}))
+	}, Moves(Input{Objects: objs, Targets: []string{"y", "x"}, Now: now}))
 }
 
 // names returns n shard IDs, shard-0 … shard-(n-1).

@@ -1,4 +1,4 @@
-package placer
+package mover
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
+	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
-	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
@@ -40,13 +40,13 @@ func TestInput(t *testing.T) {
 	assert.Equal(t, 7, in.MaxMoves)
 	assert.Equal(t, time.Minute, in.Cooldown)
 	assert.Equal(t, now, in.Now)
-	byKey := map[string]placement.Object{}
+	byKey := map[string]balance.Object{}
 	for _, o := range in.Objects {
 		byKey[o.Key] = o
 	}
 	require.Len(t, byKey, 6)
-	assert.Equal(t, placement.Object{Key: "gitrepos apps/new", Movable: true, Weight: 1}, byKey["gitrepos apps/new"])
-	assert.Equal(t, placement.Object{Key: "gitrepos apps/placed", Shard: "a", Movable: true, Weight: 3, MovedAt: placedAt}, byKey["gitrepos apps/placed"])
+	assert.Equal(t, balance.Object{Key: "gitrepos apps/new", Movable: true, Weight: 1}, byKey["gitrepos apps/new"])
+	assert.Equal(t, balance.Object{Key: "gitrepos apps/placed", Shard: "a", Movable: true, Weight: 3, MovedAt: placedAt}, byKey["gitrepos apps/placed"])
 	assert.False(t, byKey["helmreleases apps/pinned"].Movable, "labelled by a person")
 	assert.False(t, byKey["helmreleases other/outside"].Movable, "out of scope")
 	assert.Equal(t, "", byKey["gitrepos apps/empty-label"].Shard)
@@ -75,7 +75,7 @@ func TestPatch(t *testing.T) {
 
 func TestMovedMessage(t *testing.T) {
 	res := result{
-		moved:     map[placement.Reason]int{placement.Assign: 3, placement.Drain: 2},
+		moved:     map[balance.Reason]int{balance.Assign: 3, balance.Drain: 2},
 		to:        map[string]int{"shard-1": 4, "shard-0": 1},
 		from:      map[string]int{"shard-2": 2},
 		conflicts: 1,

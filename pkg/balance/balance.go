@@ -1,7 +1,7 @@
-// Package placement holds the pure decisions of automatic placement: which
+// Package balance holds the pure decisions of automatic placement: which
 // mapped objects get which shard label in one round. It reads no client and
 // no clock, so a round can be replayed and tested from its Input alone.
-package placement
+package balance
 
 import (
 	"cmp"
@@ -77,11 +77,11 @@ type Move struct {
 	Reason Reason
 }
 
-// Plan returns the moves of one round, in the order they should be applied:
+// Moves returns the moves of one round, in the order they should be applied:
 // assignments first, then drains, then rebalancing, each step seeing the
 // loads left by the previous ones. The result depends only on in, not on the
 // order of in.Objects.
-func Plan(in Input) []Move {
+func Moves(in Input) []Move {
 	draining := set(in.Draining)
 	var targets []string
 	for _, t := range set(in.Targets) {

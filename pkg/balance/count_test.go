@@ -1,4 +1,4 @@
-package placement
+package balance
 
 import (
 	"math"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestCount(t *testing.T) {
+func TestShardCount(t *testing.T) {
 	tests := []struct {
 		name                                 string
 		current, objects, perShard, min, max int
@@ -36,16 +36,16 @@ func TestCount(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, Count(tt.current, tt.objects, tt.perShard, tt.min, tt.max))
+			assert.Equal(t, tt.want, ShardCount(tt.current, tt.objects, tt.perShard, tt.min, tt.max))
 		})
 	}
 }
 
 func TestCountHysteresis(t *testing.T) {
 	// A load hovering around a boundary keeps the shard count.
-	n := Count(0, 1000, 100, 1, 0)
+	n := ShardCount(0, 1000, 100, 1, 0)
 	for _, objects := range []int{1001, 999, 1100, 950, 1010} {
-		n = Count(n, objects, 100, 1, 0)
+		n = ShardCount(n, objects, 100, 1, 0)
 		assert.Equal(t, 10, n, "objects %d", objects)
 	}
 }

@@ -1,10 +1,10 @@
-package placer
+package mover
 
 import (
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
-	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
@@ -29,9 +29,9 @@ func owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool
 // Input turns the cached objects into one round's placement input, and
 // returns the objects by Key so that each move can be written with the
 // resourceVersion the decision saw.
-func Input(st State, objs []mapped.Object, now time.Time, budget int) (placement.Input, map[string]mapped.Object) {
-	in := placement.Input{Targets: st.Targets, Draining: st.Draining, Now: now,
-		MaxMoves: budget, Cooldown: st.Placement.Cooldown, Objects: make([]placement.Object, 0, len(objs))}
+func Input(st State, objs []mapped.Object, now time.Time, budget int) (balance.Input, map[string]mapped.Object) {
+	in := balance.Input{Targets: st.Targets, Draining: st.Draining, Now: now,
+		MaxMoves: budget, Cooldown: st.Placement.Cooldown, Objects: make([]balance.Object, 0, len(objs))}
 	index := make(map[string]mapped.Object, len(objs))
 	targets := make(map[string]bool, len(st.Targets))
 	for _, t := range st.Targets {
@@ -47,7 +47,7 @@ func Input(st State, objs []mapped.Object, now time.Time, budget int) (placement
 		}
 		k := o.Ref()
 		index[k] = o
-		po := placement.Object{Key: k, Movable: plan.Movable(st.Placement, o), Weight: o.Weight, MovedAt: o.AssignedAt}
+		po := balance.Object{Key: k, Movable: plan.Movable(st.Placement, o), Weight: o.Weight, MovedAt: o.AssignedAt}
 		if o.Labelled {
 			po.Shard = o.Shard
 		}

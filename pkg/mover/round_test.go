@@ -1,4 +1,4 @@
-package placer
+package mover
 
 import (
 	"context"
@@ -24,9 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
-	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
@@ -48,7 +48,7 @@ var fleetKinds = []source.MappedKind{
 	{Resource: fleetGVR("bundledeployments"), Label: source.FleetShardRefLabel, Derived: true},
 }
 
-// patchCall is one write the placer sent.
+// patchCall is one write the mover sent.
 type patchCall struct {
 	resource        schema.GroupVersionResource
 	namespace, name string
@@ -178,9 +178,9 @@ func (c *fakeCluster) takePatches(t *testing.T) map[string]patchCall {
 	return out
 }
 
-// testPlacer returns a Placer over c whose clock reads *clock.
-func testPlacer(c *fakeCluster, rec record.EventRecorder, clock *time.Time) *Placer {
-	p := newPlacer(c, c, fleetKinds, c, rec)
+// testMover returns a Mover over c whose clock reads *clock.
+func testMover(c *fakeCluster, rec record.EventRecorder, clock *time.Time) *Mover {
+	p := newMover(c, c, fleetKinds, c, rec)
 	p.now = func() time.Time { return *clock }
 	return p
 }
@@ -225,13 +225,13 @@ func TestRoundRelabelsThePlannedMoves(t *testing.T) {
 	)
 	rec := record.NewFakeRecorder(10)
 	clock := t0
-	p := testPlacer(c, rec, &clock)
+	p := testMover(c, rec, &clock)
 	st := State{ConfigMap: shardCM, Placement: parsePlacement(t, "namespaces: [apps]"), Targets: []string{"a", "b"}, Draining: []string{"c"}}
 	p.Set(st)
 
 	in, _ := Input(st, c.All(), clock, st.Placement.MaxMoves)
 	planned := map[string]string{}
-	for _, m := range placement.Plan(in) {
+	for _, m := range balance.Moves(in) {
 		planned[m.Key] = m.To
 	}
 	p.round(context.Background())
@@ -273,7 +273,7 @@ func TestRoundPacesDrainsButNotAssignments(t *testing.T) {
 	c := newFakeCluster(append(objs, gitrepo("new-0", ""), gitrepo("new-1", ""))...)
 	rec := record.NewFakeRecorder(100)
 	clock := t0
-	p := testPlacer(c, rec, &clock)
+	p := testMover(c, rec, &clock)
 	// A threshold no spread reaches keeps rebalance out: every paced move
 	// here is a drain.
 	pl := parsePlacement(t, "maxMoves: 3\ninterval: 30s\nthreshold: 1000")
@@ -324,10 +324,10 @@ func TestRoundConflictsAreDecidedAgain(t *testing.T) {
 	c.fail["gone"] = apierrors.NewNotFound(fleetGVR("gitrepos").GroupResource(), "gone")
 	rec := record.NewFakeRecorder(10)
 	clock := t0
-	p := testPlacer(c, rec, &clock)
+	p := testMover(c, rec, &clock)
 	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a"}})
-	conflicts := metrics.PlacementMoves.WithLabelValues(string(placement.Assign), "conflict")
-	errs := metrics.PlacementMoves.WithLabelValues(string(placement.Assign), "error")
+	conflicts := metrics.PlacementMoves.WithLabelValues(string(balance.Assign), "conflict")
+	errs := metrics.PlacementMoves.WithLabelValues(string(balance.Assign), "error")
 	conflictsBefore, errsBefore := testutil.ToFloat64(conflicts), testutil.ToFloat64(errs)
 
 	next := p.round(context.Background())
@@ -350,10 +350,10 @@ func TestRoundErrorsAreReportedOnce(t *testing.T) {
 	c.fail["broken"] = errors.New("connection reset")
 	rec := record.NewFakeRecorder(10)
 	clock := t0
-	p := testPlacer(c, rec, &clock)
+	p := testMover(c, rec, &clock)
 	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a"}})
-	errs := metrics.PlacementMoves.WithLabelValues(string(placement.Assign), "error")
-	moved := metrics.PlacementMoves.WithLabelValues(string(placement.Assign), "moved")
+	errs := metrics.PlacementMoves.WithLabelValues(string(balance.Assign), "error")
+	moved := metrics.PlacementMoves.WithLabelValues(string(balance.Assign), "moved")
 	errsBefore, movedBefore := testutil.ToFloat64(errs), testutil.ToFloat64(moved)
 
 	next := p.round(context.Background())
@@ -384,7 +384,7 @@ func TestRoundBumpsGitReposWithBundles(t *testing.T) {
 	}
 	rec := record.NewFakeRecorder(10)
 	clock := t0
-	p := testPlacer(c, rec, &clock)
+	p := testMover(c, rec, &clock)
 	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a", "b"}, Draining: []string{"c"}})
 
 	p.round(context.Background())
@@ -412,7 +412,7 @@ func TestRoundNeverPatchesDerivedKinds(t *testing.T) {
 	}}
 	rec := record.NewFakeRecorder(10)
 	clock := t0
-	p := testPlacer(c, rec, &clock)
+	p := testMover(c, rec, &clock)
 	// One move per interval: a Bundle that took part in the plan would take
 	// it (its key sorts first) and leave the GitRepo on the draining shard.
 	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, "maxMoves: 1"), Targets: []string{"a", "b"}, Draining: []string{"c"}})
@@ -439,7 +439,7 @@ func TestRoundDoesNothingUnlessEnabledAndSynced(t *testing.T) {
 			c.synced = !tc.unsynced
 			rec := record.NewFakeRecorder(10)
 			clock := t0
-			p := testPlacer(c, rec, &clock)
+			p := testMover(c, rec, &clock)
 			p.Set(tc.st)
 			assert.Equal(t, tc.next, p.round(context.Background()))
 			assert.Empty(t, c.takePatches(t))

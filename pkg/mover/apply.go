@@ -1,4 +1,4 @@
-package placer
+package mover
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
-	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
@@ -28,7 +28,7 @@ import (
 // result is what a round's writes came to.
 type result struct {
 	// moved counts the relabels done, by reason; to by shard they went to.
-	moved map[placement.Reason]int
+	moved map[balance.Reason]int
 	to    map[string]int
 	// from counts the drained objects by the shard they left.
 	from map[string]int
@@ -88,13 +88,13 @@ func bumpPatch(o mapped.Object, label, to string, now time.Time, path string, va
 
 // apply writes the moves, a few at a time. An object in owners (one with
 // derived objects) of a kind with BumpOnMove is bumped as it moves.
-func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[string]mapped.Object, owners map[string]bool, now time.Time) result {
-	res := result{moved: map[placement.Reason]int{}, to: map[string]int{}, from: map[string]int{}}
+func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[string]mapped.Object, owners map[string]bool, now time.Time) result {
+	res := result{moved: map[balance.Reason]int{}, to: map[string]int{}, from: map[string]int{}}
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(writeParallelism)
 	for _, m := range moves {
-		if m.Reason != placement.Assign {
+		if m.Reason != balance.Assign {
 			res.paced++
 		}
 		o, ok := index[m.Key]
@@ -113,7 +113,7 @@ func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[st
 			case err == nil:
 				res.moved[m.Reason]++
 				res.to[m.To]++
-				if m.Reason == placement.Drain {
+				if m.Reason == balance.Drain {
 					res.from[m.From]++
 				}
 			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
@@ -131,7 +131,7 @@ func (p *Placer) apply(ctx context.Context, moves []placement.Move, index map[st
 	return res
 }
 
-func (p *Placer) relabel(ctx context.Context, o mapped.Object, kind source.MappedKind, to string, now time.Time, bump bool) error {
+func (p *Mover) relabel(ctx context.Context, o mapped.Object, kind source.MappedKind, to string, now time.Time, bump bool) error {
 	body, err := Patch(o, kind.Label, to, now)
 	if bump {
 		var value int64
@@ -153,7 +153,7 @@ func (p *Placer) relabel(ctx context.Context, o mapped.Object, kind source.Mappe
 // bumped reads the object's BumpOnMove field and returns it plus one. The
 // object must still be the one the decision saw: a newer resourceVersion is
 // a conflict, decided again from the cache.
-func (p *Placer) bumped(ctx context.Context, o mapped.Object, kind source.MappedKind) (int64, error) {
+func (p *Mover) bumped(ctx context.Context, o mapped.Object, kind source.MappedKind) (int64, error) {
 	full, err := p.reader.Get(ctx, kind.Resource, o.Namespace, o.Name)
 	if err != nil {
 		return 0, fmt.Errorf("reading %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
@@ -169,7 +169,7 @@ func (p *Placer) bumped(ctx context.Context, o mapped.Object, kind source.Mapped
 }
 
 // report emits one Event for a round's moves, and one for its errors.
-func (p *Placer) report(cm *corev1.ConfigMap, res result) {
+func (p *Mover) report(cm *corev1.ConfigMap, res result) {
 	if n := res.total(); n > 0 {
 		p.recorder.Event(cm, corev1.EventTypeNormal, status.ReasonObjectsMoved, MovedMessage(res))
 	}
@@ -183,7 +183,7 @@ func (p *Placer) report(cm *corev1.ConfigMap, res result) {
 // MovedMessage summarises a round: how many objects moved, why, and where.
 func MovedMessage(res result) string {
 	var why []string
-	for _, r := range []placement.Reason{placement.Assign, placement.Drain, placement.Rebalance} {
+	for _, r := range []balance.Reason{balance.Assign, balance.Drain, balance.Rebalance} {
 		if n := res.moved[r]; n > 0 {
 			why = append(why, fmt.Sprintf("%d %s", n, verbs[r]))
 		}
@@ -198,7 +198,7 @@ func MovedMessage(res result) string {
 	return msg
 }
 
-var verbs = map[placement.Reason]string{placement.Assign: "assigned", placement.Drain: "drained", placement.Rebalance: "rebalanced"}
+var verbs = map[balance.Reason]string{balance.Assign: "assigned", balance.Drain: "drained", balance.Rebalance: "rebalanced"}
 
 func counts(m map[string]int) string {
 	var parts []string

@@ -1,11 +1,11 @@
-package placement
+package balance
 
 import (
 	"cmp"
 	"math/bits"
 )
 
-// Count returns the number of shards `shards: auto` wants. current is the
+// ShardCount returns the number of shards `shards: auto` wants. current is the
 // number that exist now (0 at first), objects the load to place, perShard
 // the target load per shard (values < 1 count as 1), min and max the bounds
 // (min is at least 1, max <= 0 means no upper bound, a max below min yields
@@ -16,7 +16,7 @@ import (
 // objects < 0.6*perShard*current (shrink): the band between keeps a load that
 // hovers around a boundary from adding and removing a shard every round, as
 // each change relabels objects. Otherwise current is kept, clamped.
-func Count(current, objects, perShard, min, max int) int {
+func ShardCount(current, objects, perShard, min, max int) int {
 	perShard = maxInt(perShard, 1)
 	objects = maxInt(objects, 0)
 	clamp := func(n int) int {
