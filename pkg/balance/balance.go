@@ -228,9 +228,9 @@ func pick(objs []Object, c []int, diff int) (int, bool) {
 	return 0, false
 }
 
-// Loads returns the load of every target given the objects: the sum of the
+// loads returns the load of every target given the objects: the sum of the
 // weights of the objects whose Shard is that target, pinned ones included.
-func Loads(objects []Object, targets []string) map[string]int {
+func loads(objects []Object, targets []string) map[string]int {
 	out := make(map[string]int, len(targets))
 	for _, t := range targets {
 		out[t] = 0

@@ -82,7 +82,7 @@ func TestMovesBalance(t *testing.T) {
 	}
 	assert.Len(t, seen, len(objs))
 
-	loads := Loads(apply(t, objs, moves), targets)
+	loads := loads(apply(t, objs, moves), targets)
 	mean := float64(total) / float64(len(targets))
 	hi := 0
 	for _, l := range loads {
@@ -111,7 +111,7 @@ func TestMovesStability(t *testing.T) {
 		assert.Equal(t, Rebalance, m.Reason)
 	}
 	objs = apply(t, objs, moves)
-	assert.LessOrEqual(t, spread(Loads(objs, in.Targets)), in.Threshold)
+	assert.LessOrEqual(t, spread(loads(objs, in.Targets)), in.Threshold)
 	in.Objects = objs
 	assert.Empty(t, Moves(in), "rebalanced input is stable")
 
@@ -120,7 +120,7 @@ func TestMovesStability(t *testing.T) {
 	in.Now = now.Add(time.Minute)
 	in.Cooldown = time.Hour
 	moves = Moves(in)
-	onShard3 := Loads(objs, []string{"shard-3"})["shard-3"]
+	onShard3 := loads(objs, []string{"shard-3"})["shard-3"]
 	assert.Len(t, moves, onShard3)
 	for _, m := range moves {
 		assert.Equal(t, "shard-3", m.From)
@@ -128,7 +128,7 @@ func TestMovesStability(t *testing.T) {
 		assert.Equal(t, Drain, m.Reason)
 	}
 	rest := slices.DeleteFunc(names(9), func(s string) bool { return s == "shard-3" })
-	assert.LessOrEqual(t, spread(Loads(apply(t, objs, moves), rest)), in.Threshold+1)
+	assert.LessOrEqual(t, spread(loads(apply(t, objs, moves), rest)), in.Threshold+1)
 }
 
 func TestMovesWeightedStability(t *testing.T) {
@@ -162,7 +162,7 @@ func TestMovesPinsAndScope(t *testing.T) {
 	}
 	// a starts at 6: b takes 8 of the 10 new objects, a 2.
 	assert.Equal(t, map[string]int{"a": 2, "b": 8}, got)
-	assert.Equal(t, map[string]int{"a": 8, "b": 8}, Loads(apply(t, in.Objects, moves), in.Targets))
+	assert.Equal(t, map[string]int{"a": 8, "b": 8}, loads(apply(t, in.Objects, moves), in.Targets))
 
 	// A heavy pinned shard must not stop rebalancing between the others.
 	heavy := objects("pinned", "a", 20)
@@ -343,7 +343,7 @@ func TestLoads(t *testing.T) {
 		{Key: "c", Shard: "z", Weight: 5},
 		{Key: "d", Weight: 5},
 	}
-	assert.Equal(t, map[string]int{"x": 4, "y": 0}, Loads(objs, []string{"x", "y"}))
+	assert.Equal(t, map[string]int{"x": 4, "y": 0}, loads(objs, []string{"x", "y"}))
 }
 
 func BenchmarkMoves(b *testing.B) {

@@ -22,8 +22,8 @@ const (
 	AssignedShardAnnotation = "shardkeeper.io/assigned-shard"
 	// AssignedAtAnnotation records when (RFC 3339), for the cool-down.
 	AssignedAtAnnotation = "shardkeeper.io/assigned-at"
-	// WeightAnnotation is the load an object adds to its shard (default 1).
-	WeightAnnotation = "shardkeeper.io/weight"
+	// weightAnnotation is the load an object adds to its shard (default 1).
+	weightAnnotation = "shardkeeper.io/weight"
 )
 
 // maxWeight bounds the weight annotation, so that one object cannot
@@ -196,7 +196,7 @@ func (s *shardIndex) entryOf(m *metav1.PartialObjectMetadata) *entry {
 	if t, err := time.Parse(time.RFC3339, m.Annotations[AssignedAtAnnotation]); err == nil {
 		e.assignedAt = t.Unix()
 	}
-	if w, err := strconv.Atoi(m.Annotations[WeightAnnotation]); err == nil && w > 0 {
+	if w, err := strconv.Atoi(m.Annotations[weightAnnotation]); err == nil && w > 0 {
 		e.weight = int32(min(w, maxWeight))
 	}
 	return e

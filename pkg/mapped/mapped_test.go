@@ -84,12 +84,12 @@ func TestShardIndexPlacementFacts(t *testing.T) {
 	s := newShardIndex("gitrepos", label, false, func() { changes++ })
 	placed := obj("a", "placed", "s1", false)
 	placed.Annotations = map[string]string{AssignedShardAnnotation: "s1", AssignedAtAnnotation: "2026-11-29T20:00:00Z",
-		WeightAnnotation: "7", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
+		weightAnnotation: "7", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
 	pinned := obj("a", "pinned", "s1", false)
-	pinned.Annotations = map[string]string{AssignedShardAnnotation: "s2", WeightAnnotation: "nonsense"}
+	pinned.Annotations = map[string]string{AssignedShardAnnotation: "s2", weightAnnotation: "nonsense"}
 	bare := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "bare"}}
 	heavy := obj("b", "heavy", "s2", false)
-	heavy.Annotations = map[string]string{WeightAnnotation: "999999"}
+	heavy.Annotations = map[string]string{weightAnnotation: "999999"}
 
 	// The initial state streams through the transform: what the reflector
 	// holds until the stream ends is already an entry.

@@ -14,7 +14,7 @@ import (
 var Registry = prometheus.NewRegistry()
 
 var (
-	// Shards counts the shards by state (Active, Blocked, Waiting, Conflict).
+	// Shards counts the shards by state: one of the status.State* values.
 	Shards = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "shardkeeper_shards",
 		Help: "Number of shards, by state.",
@@ -46,8 +46,8 @@ var (
 		Name: "shardkeeper_forced_deletions_total",
 		Help: "Shards deleted by force while objects were still mapped to them.",
 	})
-	// APIWrites counts the write requests sent to the API server.
-	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// aPIWrites counts the write requests sent to the API server.
+	aPIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shardkeeper_api_writes_total",
 		Help: "Write requests sent to the Kubernetes API server, by verb and resource.",
 	}, []string{"verb", "resource"})
@@ -62,7 +62,7 @@ func init() {
 	Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, APIWrites,
+		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, aPIWrites,
 		PlacementMoves,
 	)
 }
@@ -72,7 +72,7 @@ func init() {
 func CountWrites(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		if verb := writeVerb(req.Method); verb != "" {
-			APIWrites.WithLabelValues(verb, Resource(req.URL.Path)).Inc()
+			aPIWrites.WithLabelValues(verb, resource(req.URL.Path)).Inc()
 		}
 		return rt.RoundTrip(req)
 	})
@@ -96,9 +96,9 @@ func writeVerb(method string) string {
 	return ""
 }
 
-// Resource returns the resource (with subresource) named by an API path
+// resource returns the resource (with subresource) named by an API path
 // such as /apis/apps/v1/namespaces/ns/deployments/name/status.
-func Resource(path string) string {
+func resource(path string) string {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	// Skip "api/v1" or "apis/group/version", then an optional "namespaces/ns".
 	switch {

@@ -48,10 +48,10 @@ func (r result) total() int {
 	return n
 }
 
-// Patch is the merge patch that moves o to shard to: the shard label and
+// movePatch is the merge patch that moves o to shard to: the shard label and
 // placement's record, with o's resourceVersion as precondition, so that a
 // label someone set meanwhile is never overwritten.
-func Patch(o mapped.Object, label, to string, now time.Time) ([]byte, error) {
+func movePatch(o mapped.Object, label, to string, now time.Time) ([]byte, error) {
 	return json.Marshal(patch(o, label, to, now))
 }
 
@@ -132,7 +132,7 @@ func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[strin
 }
 
 func (p *Mover) relabel(ctx context.Context, o mapped.Object, kind source.MappedKind, to string, now time.Time, bump bool) error {
-	body, err := Patch(o, kind.Label, to, now)
+	body, err := movePatch(o, kind.Label, to, now)
 	if bump {
 		var value int64
 		if value, err = p.bumped(ctx, o, kind); err != nil {
@@ -171,7 +171,7 @@ func (p *Mover) bumped(ctx context.Context, o mapped.Object, kind source.MappedK
 // report emits one Event for a round's moves, and one for its errors.
 func (p *Mover) report(cm *corev1.ConfigMap, res result) {
 	if n := res.total(); n > 0 {
-		p.recorder.Event(cm, corev1.EventTypeNormal, status.ReasonObjectsMoved, MovedMessage(res))
+		p.recorder.Event(cm, corev1.EventTypeNormal, status.ReasonObjectsMoved, movedMessage(res))
 	}
 	if len(res.errs) > 0 {
 		err := errors.Join(res.errs[:min(3, len(res.errs))]...)
@@ -180,8 +180,8 @@ func (p *Mover) report(cm *corev1.ConfigMap, res result) {
 	}
 }
 
-// MovedMessage summarises a round: how many objects moved, why, and where.
-func MovedMessage(res result) string {
+// movedMessage summarises a round: how many objects moved, why, and where.
+func movedMessage(res result) string {
 	var why []string
 	for _, r := range []balance.Reason{balance.Assign, balance.Drain, balance.Rebalance} {
 		if n := res.moved[r]; n > 0 {

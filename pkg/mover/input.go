@@ -26,10 +26,10 @@ func owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool
 	return out
 }
 
-// Input turns the cached objects into one round's placement input, and
+// input turns the cached objects into one round's placement input, and
 // returns the objects by Key so that each move can be written with the
 // resourceVersion the decision saw.
-func Input(st State, objs []mapped.Object, now time.Time, budget int) (balance.Input, map[string]mapped.Object) {
+func input(st State, objs []mapped.Object, now time.Time, budget int) (balance.Input, map[string]mapped.Object) {
 	in := balance.Input{Targets: st.Targets, Draining: st.Draining, Now: now,
 		MaxMoves: budget, Cooldown: st.Placement.Cooldown, Objects: make([]balance.Object, 0, len(objs))}
 	index := make(map[string]mapped.Object, len(objs))

@@ -210,7 +210,7 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 		return retryAfter
 	}
 	objs := p.objects.All()
-	in, index := Input(st, objs, now, budget)
+	in, index := input(st, objs, now, budget)
 	moves := balance.Moves(in)
 	if len(moves) == 0 {
 		return st.Placement.Interval

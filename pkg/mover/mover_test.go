@@ -36,7 +36,7 @@ func TestInput(t *testing.T) {
 		{Kind: "gitrepos", Namespace: "apps", Name: "empty-label", Shard: "", Labelled: true, Labels: labels.Set{"x": "y"}, Weight: 1},
 	}
 	now := placedAt.Add(time.Hour)
-	in, index := Input(State{Placement: p, Targets: []string{"a", "b", "c"}, Draining: []string{"b"}}, objs, now, 7)
+	in, index := input(State{Placement: p, Targets: []string{"a", "b", "c"}, Draining: []string{"b"}}, objs, now, 7)
 	assert.Equal(t, 7, in.MaxMoves)
 	assert.Equal(t, time.Minute, in.Cooldown)
 	assert.Equal(t, now, in.Now)
@@ -59,7 +59,7 @@ func TestInput(t *testing.T) {
 
 func TestPatch(t *testing.T) {
 	now := time.Date(2026, 11, 29, 20, 0, 0, 0, time.FixedZone("x", 3600))
-	body, err := Patch(mapped.Object{Namespace: "apps", Name: "r", ResourceVersion: "42"}, "fleet.cattle.io/shard-ref", "shard-1", now)
+	body, err := movePatch(mapped.Object{Namespace: "apps", Name: "r", ResourceVersion: "42"}, "fleet.cattle.io/shard-ref", "shard-1", now)
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(body, &got))
@@ -81,7 +81,7 @@ func TestMovedMessage(t *testing.T) {
 		conflicts: 1,
 	}
 	assert.Equal(t, "placement moved 5 objects (3 assigned, 2 drained) to shard-0: 1, shard-1: 4; drained from shard-2: 2; "+
-		"1 changed since they were read and are decided again", MovedMessage(res))
+		"1 changed since they were read and are decided again", movedMessage(res))
 }
 
 func TestSetWakesOnlyOnChange(t *testing.T) {
@@ -127,7 +127,7 @@ func TestBumpPatch(t *testing.T) {
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(body, &got))
 	assert.Equal(t, map[string]any{"forceSyncGeneration": float64(4)}, got["spec"])
-	plain, err := Patch(o, "fleet.cattle.io/shard-ref", "shard-1", now)
+	plain, err := movePatch(o, "fleet.cattle.io/shard-ref", "shard-1", now)
 	require.NoError(t, err)
 	var want map[string]any
 	require.NoError(t, json.Unmarshal(plain, &want))
@@ -164,7 +164,7 @@ func TestDerivedKindsAreNeverMoved(t *testing.T) {
 	bundles := source.MappedKind{Resource: schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "bundles"}, Derived: true}
 	p := New(nil, nil, []source.MappedKind{bundles}, nil, nil)
 	assert.Empty(t, p.kinds)
-	in, _ := Input(State{Targets: []string{"a"}}, []mapped.Object{{Kind: "bundles", Namespace: "n", Name: "b", Shard: "a", Labelled: true, Derived: true, Weight: 1}}, time.Now(), 10)
+	in, _ := input(State{Targets: []string{"a"}}, []mapped.Object{{Kind: "bundles", Namespace: "n", Name: "b", Shard: "a", Labelled: true, Derived: true, Weight: 1}}, time.Now(), 10)
 	assert.Empty(t, in.Objects, "a Bundle is no load of its own")
 }
 

@@ -229,7 +229,7 @@ func TestRoundRelabelsThePlannedMoves(t *testing.T) {
 	st := State{ConfigMap: shardCM, Placement: parsePlacement(t, "namespaces: [apps]"), Targets: []string{"a", "b"}, Draining: []string{"c"}}
 	p.Set(st)
 
-	in, _ := Input(st, c.All(), clock, st.Placement.MaxMoves)
+	in, _ := input(st, c.All(), clock, st.Placement.MaxMoves)
 	planned := map[string]string{}
 	for _, m := range balance.Moves(in) {
 		planned[m.Key] = m.To

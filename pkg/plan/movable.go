@@ -16,10 +16,10 @@ func Movable(p shardconfig.Placement, o mapped.Object) bool {
 	return !o.Derived && p.InScope(o.Namespace, o.Labels) && !o.Pinned() && !o.Deleting
 }
 
-// Pinned returns the objects mapped to shard that placement may not move,
+// pinned returns the objects mapped to shard that placement may not move,
 // as "kind namespace/name", and how many there are. Derived objects are not
 // pinned: they leave with the objects they were made from.
-func Pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []string) {
+func pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []string) {
 	count := 0
 	var sample []string
 	for _, o := range m.MappedTo(shard) {
@@ -34,11 +34,11 @@ func Pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []stri
 	return count, sample
 }
 
-// AutoShards returns the shards "shards: auto" wants: the count follows the
+// wantedAutoShards returns the shards "shards: auto" wants: the count follows the
 // number of objects in placement's scope, with hysteresis against the count
 // that runs now (the shard-N IDs among running, the shards in the cluster).
 // Derived objects (Bundles) follow their owners and are not counted.
-func AutoShards(cfg shardconfig.Config, running []string, m Mapped) []shardconfig.Shard {
+func wantedAutoShards(cfg shardconfig.Config, running []string, m Mapped) []shardconfig.Shard {
 	current := 0
 	for _, id := range running {
 		if shardconfig.AutoIndex(id) >= 0 {
@@ -55,8 +55,8 @@ func AutoShards(cfg shardconfig.Config, running []string, m Mapped) []shardconfi
 	return shardconfig.AutoNames(balance.ShardCount(current, objects, p.ObjectsPerShard, p.MinShards, p.MaxShards))
 }
 
-// DrainingMessage says how far a drain has come.
-func DrainingMessage(id string, left int, p shardconfig.Placement, listed bool) string {
+// drainingMessage says how far a drain has come.
+func drainingMessage(id string, left int, p shardconfig.Placement, listed bool) string {
 	then := "then it is deleted"
 	if listed {
 		then = "then it stays, empty, until it is removed from the list"
@@ -65,8 +65,8 @@ func DrainingMessage(id string, left int, p shardconfig.Placement, listed bool) 
 		id, left, p.MaxMoves, p.Interval, then)
 }
 
-// PinnedMessage says why a drain cannot finish.
-func PinnedMessage(cm fmt.Stringer, id string, pinned int, sample []string) string {
+// pinnedMessage says why a drain cannot finish.
+func pinnedMessage(cm fmt.Stringer, id string, pinned int, sample []string) string {
 	return fmt.Sprintf("shard %s is draining but %d objects on it are pinned (their shard label was set by hand, or they are outside placement's scope or being deleted) and are never moved: %s. "+
 		"Relabel or delete them, or force the deletion with the annotation %s=%s on %s",
 		id, pinned, strings.Join(sample, ", "), shardconfig.ForceDeleteAnnotation, id, cm)

@@ -22,8 +22,8 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
-// SampleSize is how many mapped objects a message names.
-const SampleSize = 5
+// sampleSize is how many mapped objects a message names.
+const sampleSize = 5
 
 // Mapped is the view of the mapped-object caches that the decisions need.
 type Mapped interface {
@@ -280,7 +280,7 @@ func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.Shard
 		case !s.shardAware():
 			// Left as it is until the source is shard-aware again: the
 			// SourceNotShardAware warning stands meanwhile.
-			if Ready(existing) {
+			if ready(existing) {
 				st.Ready++
 			}
 		default:
@@ -296,7 +296,7 @@ func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.Shard
 				out.actions = append(out.actions, Action{Kind: Update, Shard: shard.ID, Deployment: rendered, Existing: existing,
 					Restore: existing.Annotations[render.SpecHashAnnotation] == rendered.Annotations[render.SpecHashAnnotation]})
 			}
-			if Ready(existing) {
+			if ready(existing) {
 				st.Ready++
 			}
 		}
@@ -414,11 +414,11 @@ func decideListed(in Input, running map[string]*inForce, p *Plan) {
 		case in.Config.Draining(shard.ID):
 			p.Draining = append(p.Draining, shard.ID)
 			left := total(st.Mapped)
-			st.State, st.Message = status.StateDraining, DrainingMessage(shard.ID, left, place, true)
+			st.State, st.Message = status.StateDraining, drainingMessage(shard.ID, left, place, true)
 			if left == 0 {
 				st.State, st.Message = status.StateDrained, fmt.Sprintf("shard %s is empty; remove it from the list to delete it", shard.ID)
-			} else if n, sample := Pinned(place, in.Mapped, shard.ID, SampleSize); n > 0 {
-				st.Message = PinnedMessage(in.ConfigMap, shard.ID, n, sample)
+			} else if n, sample := pinned(place, in.Mapped, shard.ID, sampleSize); n > 0 {
+				st.Message = pinnedMessage(in.ConfigMap, shard.ID, n, sample)
 			}
 		case st.Desired > 0 && st.Ready == st.Desired:
 			p.Targets = append(p.Targets, shard.ID)
@@ -444,7 +444,7 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 		counts := nonZero(in.Mapped.Counts(id))
 		st := status.ShardStatus{ID: id, Mapped: counts, Desired: len(deps)}
 		for _, d := range deps {
-			if Ready(d) {
+			if ready(d) {
 				st.Ready++
 			}
 		}
@@ -456,18 +456,18 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 			continue
 		case total(counts) > 0 && !force.Allows(id) && place.Enabled:
 			p.Draining = append(p.Draining, id)
-			st.State, st.Message = status.StateDraining, DrainingMessage(id, total(counts), place, false)
+			st.State, st.Message = status.StateDraining, drainingMessage(id, total(counts), place, false)
 			if len(p.Targets) == 0 {
 				st.Message = fmt.Sprintf("shard %s is draining, but no listed shard is Available to take its %d objects; it is kept until one is", id, total(counts))
 			}
-			if n, sample := Pinned(place, in.Mapped, id, SampleSize); n > 0 {
-				st.State, st.Message = status.StateBlocked, PinnedMessage(in.ConfigMap, id, n, sample)
+			if n, sample := pinned(place, in.Mapped, id, sampleSize); n > 0 {
+				st.State, st.Message = status.StateBlocked, pinnedMessage(in.ConfigMap, id, n, sample)
 			}
 			p.Shards = append(p.Shards, st)
 			continue
 		case total(counts) > 0 && !force.Allows(id):
 			st.State = status.StateBlocked
-			st.Message = BlockedMessage(in.ConfigMap, id, counts, in.Mapped.Sample(id, SampleSize))
+			st.Message = blockedMessage(in.ConfigMap, id, counts, in.Mapped.Sample(id, sampleSize))
 			p.Shards = append(p.Shards, st)
 			continue
 		}
@@ -475,7 +475,7 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 		if total(counts) > 0 {
 			r.Forced = true
 			r.Mapped = counts
-			r.Sample = in.Mapped.Sample(id, SampleSize)
+			r.Sample = in.Mapped.Sample(id, sampleSize)
 		}
 		p.Removals = append(p.Removals, r)
 		for _, d := range deps {
@@ -530,7 +530,7 @@ func unknownShards(in Input, running map[string]*inForce) []Unknown {
 		if known[id] {
 			continue
 		}
-		out = append(out, Unknown{Shard: id, Count: total(in.Mapped.Counts(id)), Sample: in.Mapped.Sample(id, SampleSize)})
+		out = append(out, Unknown{Shard: id, Count: total(in.Mapped.Counts(id)), Sample: in.Mapped.Sample(id, sampleSize)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
 	return out
@@ -540,7 +540,7 @@ func unknownShards(in Input, running map[string]*inForce) []Unknown {
 // of objects is wrong, so the shards that run stay as they are.
 func autoShards(in Input, running map[string]*inForce, synced bool) []shardconfig.Shard {
 	if synced {
-		return AutoShards(in.Config, slices.Collect(maps.Keys(running)), in.Mapped)
+		return wantedAutoShards(in.Config, slices.Collect(maps.Keys(running)), in.Mapped)
 	}
 	var ids []int
 	for id := range running {
@@ -556,8 +556,8 @@ func autoShards(in Input, running map[string]*inForce, synced bool) []shardconfi
 	return out
 }
 
-// BlockedMessage says why a shard's deletion is blocked and how to force it.
-func BlockedMessage(cm types.NamespacedName, id string, counts map[string]int, sample []string) string {
+// blockedMessage says why a shard's deletion is blocked and how to force it.
+func blockedMessage(cm types.NamespacedName, id string, counts map[string]int, sample []string) string {
 	msg := fmt.Sprintf("shard %s was removed from the list but %s are still mapped to it (%s); its Deployments are kept. "+
 		"Relabel or delete those objects and the shard is deleted by itself, or force it with: kubectl -n %s annotate configmap %s %s=%s",
 		id, FormatCounts(counts), strings.Join(sample, ", "), cm.Namespace, cm.Name, shardconfig.ForceDeleteAnnotation, id)
@@ -588,9 +588,9 @@ func FormatCounts(counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Ready reports whether a Deployment has rolled out its current spec and
+// ready reports whether a Deployment has rolled out its current spec and
 // all its replicas are available.
-func Ready(d *appsv1.Deployment) bool {
+func ready(d *appsv1.Deployment) bool {
 	want := int32(1)
 	if d.Spec.Replicas != nil {
 		want = *d.Spec.Replicas

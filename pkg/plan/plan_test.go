@@ -390,10 +390,10 @@ func TestBeingDeletedIsNotRecreated(t *testing.T) {
 
 func TestReady(t *testing.T) {
 	d := fixture.Gitjob(ns)
-	assert.False(t, Ready(d))
+	assert.False(t, ready(d))
 	d.Generation = 2
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, UpdatedReplicas: 1, AvailableReplicas: 1}
-	assert.True(t, Ready(d))
+	assert.True(t, ready(d))
 	d.Generation = 3
-	assert.False(t, Ready(d), "a spec not yet observed is not ready")
+	assert.False(t, ready(d), "a spec not yet observed is not ready")
 }

@@ -29,11 +29,11 @@ const (
 	ManagedByValue = "shardkeeper"
 	// ShardLabel holds the shard ID on a shard Deployment and its pods.
 	ShardLabel = "shardkeeper.io/shard"
-	// ControllerLabel holds the source's name on a shard Deployment and its
+	// controllerLabel holds the source's name on a shard Deployment and its
 	// pods; with ShardLabel it makes every clone's selector its own.
-	ControllerLabel = "shardkeeper.io/controller"
-	// SourceAnnotation names the source Deployment ("namespace/name").
-	SourceAnnotation = "shardkeeper.io/source"
+	controllerLabel = "shardkeeper.io/controller"
+	// sourceAnnotation names the source Deployment ("namespace/name").
+	sourceAnnotation = "shardkeeper.io/source"
 	// SpecHashAnnotation is the hash of the rendered labels and spec, so an
 	// unchanged render is recognised without comparing whole objects.
 	SpecHashAnnotation = "shardkeeper.io/spec-hash"
@@ -53,7 +53,7 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 	if live == nil {
 		return nil, fmt.Errorf("source %s: Deployment not found", src.Key())
 	}
-	selector := map[string]string{ControllerLabel: src.Name, ShardLabel: shard.ID}
+	selector := map[string]string{controllerLabel: src.Name, ShardLabel: shard.ID}
 	labels := cloneLabels(live.Labels, selector)
 
 	spec := *live.Spec.DeepCopy()
@@ -75,10 +75,10 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 		return nil, err
 	}
 	for _, a := range src.Args {
-		target.Args = SetFlag(target.Args, strings.ReplaceAll(a, source.Placeholder, shard.ID))
+		target.Args = setFlag(target.Args, strings.ReplaceAll(a, source.Placeholder, shard.ID))
 	}
 	if src.NodeSelectorFlag != "" {
-		target.Args = RemoveFlag(target.Args, src.NodeSelectorFlag)
+		target.Args = removeFlag(target.Args, src.NodeSelectorFlag)
 		if len(shard.NodeSelector) > 0 {
 			js, err := json.Marshal(shard.NodeSelector)
 			if err != nil {
@@ -112,7 +112,7 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 			Name:        src.CloneName(shard.ID),
 			Namespace:   src.Namespace,
 			Labels:      labels,
-			Annotations: map[string]string{SourceAnnotation: src.Key()},
+			Annotations: map[string]string{sourceAnnotation: src.Key()},
 		},
 		Spec: spec,
 	}
@@ -186,16 +186,16 @@ func keepContainer(pod *corev1.PodSpec, src source.Source) (*corev1.Container, e
 	return nil, fmt.Errorf("source %s has no container %q", src.Key(), src.Container)
 }
 
-// SetFlag returns args with every earlier value of arg's flag removed and
+// setFlag returns args with every earlier value of arg's flag removed and
 // arg ("--flag=value") appended.
-func SetFlag(args []string, arg string) []string {
+func setFlag(args []string, arg string) []string {
 	flag, _, _ := strings.Cut(arg, "=")
-	return append(RemoveFlag(args, flag), arg)
+	return append(removeFlag(args, flag), arg)
 }
 
-// RemoveFlag returns args without flag, in both the "--flag=v" and the
+// removeFlag returns args without flag, in both the "--flag=v" and the
 // "--flag v" form.
-func RemoveFlag(args []string, flag string) []string {
+func removeFlag(args []string, flag string) []string {
 	out := make([]string, 0, len(args)+1)
 	for i := 0; i < len(args); i++ {
 		a := args[i]

@@ -41,7 +41,7 @@ func TestRenderFleetController(t *testing.T) {
 	assert.Equal(t, "shard1", d.Labels[ShardLabel])
 	assert.NotContains(t, d.Labels, "helm.sh/chart")
 	assert.NotContains(t, d.Annotations, "meta.helm.sh/release-name")
-	assert.Equal(t, map[string]string{ControllerLabel: "fleet-controller", ShardLabel: "shard1"}, d.Spec.Selector.MatchLabels)
+	assert.Equal(t, map[string]string{controllerLabel: "fleet-controller", ShardLabel: "shard1"}, d.Spec.Selector.MatchLabels)
 
 	pod := d.Spec.Template
 	assert.Equal(t, "shard1", pod.Labels[source.FleetShardIDLabel])
@@ -129,7 +129,7 @@ func TestSetFlag(t *testing.T) {
 		{[]string{"--shard-idx=1"}, "--shard-id=a", []string{"--shard-idx=1", "--shard-id=a"}},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, SetFlag(tt.args, tt.arg))
+		assert.Equal(t, tt.want, setFlag(tt.args, tt.arg))
 	}
 }
 

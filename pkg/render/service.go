@@ -26,7 +26,7 @@ func RenderService(src source.Source, live *corev1.Service, shard shardconfig.Sh
 	if len(live.Spec.Selector) == 0 {
 		return nil, fmt.Errorf("source %s: metrics Service %s has no selector to narrow to a shard", src.Key(), src.ServiceKey())
 	}
-	clone := map[string]string{ControllerLabel: src.Name, ShardLabel: shard.ID}
+	clone := map[string]string{controllerLabel: src.Name, ShardLabel: shard.ID}
 	selector := shardPodLabels(src, live.Spec.Selector, shard.ID)
 	if len(src.PodLabels) == 0 {
 		for k, v := range clone {
@@ -52,7 +52,7 @@ func RenderService(src source.Source, live *corev1.Service, shard shardconfig.Sh
 			Name:        src.ServiceCloneName(shard.ID),
 			Namespace:   src.Namespace,
 			Labels:      cloneLabels(live.Labels, clone),
-			Annotations: map[string]string{SourceAnnotation: src.ServiceKey()},
+			Annotations: map[string]string{sourceAnnotation: src.ServiceKey()},
 		},
 		Spec: spec,
 	}

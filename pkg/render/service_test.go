@@ -30,7 +30,7 @@ func TestRenderServiceAsFleetsChart(t *testing.T) {
 		assert.Equal(t, name, svc.Labels["app"])
 		assert.Equal(t, ManagedByValue, svc.Labels[ManagedByLabel])
 		assert.NotContains(t, svc.Annotations, "meta.helm.sh/release-name")
-		assert.Equal(t, "cattle-fleet-system/monitoring-"+name, svc.Annotations[SourceAnnotation])
+		assert.Equal(t, "cattle-fleet-system/monitoring-"+name, svc.Annotations[sourceAnnotation])
 
 		// It selects the shard's pods, and not the unsharded ones.
 		d, err := Render(srcs[name], deploymentOf(name), shardconfig.Shard{ID: "s1"})
@@ -60,7 +60,7 @@ func TestRenderServiceOfACustomSource(t *testing.T) {
 	svc, err := RenderService(src, live, shardconfig.Shard{ID: "a"})
 	require.NoError(t, err)
 	assert.Equal(t, "ctrl-metrics-shard-a", svc.Name)
-	assert.Equal(t, map[string]string{"app": "ctrl", ControllerLabel: "ctrl", ShardLabel: "a"}, svc.Spec.Selector,
+	assert.Equal(t, map[string]string{"app": "ctrl", controllerLabel: "ctrl", ShardLabel: "a"}, svc.Spec.Selector,
 		"pods without a shard label of their own are told apart by shardkeeper's")
 	assert.Zero(t, svc.Spec.Ports[0].NodePort, "a node port belongs to one Service")
 	assert.NotContains(t, svc.Labels, "helm.sh/chart")

@@ -20,23 +20,23 @@ const (
 	// DrainAnnotation lists listed shards whose objects placement moves
 	// away; the shard stays until it is removed from the list.
 	DrainAnnotation = "shardkeeper.io/drain"
-	// Auto as the value of data.shards lets placement size the shard list.
-	Auto = "auto"
-	// AutoPrefix starts the names of the shards that "auto" makes.
-	AutoPrefix = "shard-"
-	// MaxValueBytesPlacement bounds data.placement before it is parsed.
-	MaxValueBytesPlacement = 16 * 1024
+	// auto as the value of data.shards lets placement size the shard list.
+	auto = "auto"
+	// autoPrefix starts the names of the shards that "auto" makes.
+	autoPrefix = "shard-"
+	// maxValueBytesPlacement bounds data.placement before it is parsed.
+	maxValueBytesPlacement = 16 * 1024
 )
 
 // Defaults of the placement settings.
 const (
-	DefaultThreshold       = "10%"
-	DefaultMaxMoves        = 50
-	DefaultInterval        = 30 * time.Second
-	DefaultCooldown        = 10 * time.Minute
-	DefaultObjectsPerShard = 100
-	DefaultMinShards       = 1
-	DefaultMaxShards       = 20
+	defaultThreshold       = "10%"
+	defaultMaxMoves        = 50
+	defaultInterval        = 30 * time.Second
+	defaultCooldown        = 10 * time.Minute
+	defaultObjectsPerShard = 100
+	defaultMinShards       = 1
+	defaultMaxShards       = 20
 )
 
 // Placement is the parsed data.placement: which objects shardkeeper may
@@ -115,9 +115,9 @@ func ParsePlacement(value string) (Placement, error) {
 	if err != nil {
 		return Placement{}, err
 	}
-	p := Placement{Enabled: true, Namespaces: raw.Namespaces, Threshold: intstr.FromString(DefaultThreshold),
-		MaxMoves: DefaultMaxMoves, Interval: DefaultInterval, Cooldown: DefaultCooldown,
-		ObjectsPerShard: DefaultObjectsPerShard, MinShards: DefaultMinShards, MaxShards: DefaultMaxShards}
+	p := Placement{Enabled: true, Namespaces: raw.Namespaces, Threshold: intstr.FromString(defaultThreshold),
+		MaxMoves: defaultMaxMoves, Interval: defaultInterval, Cooldown: defaultCooldown,
+		ObjectsPerShard: defaultObjectsPerShard, MinShards: defaultMinShards, MaxShards: defaultMaxShards}
 	if err := applyScope(&p, raw); err != nil {
 		return Placement{}, err
 	}
@@ -138,8 +138,8 @@ func ParsePlacement(value string) (Placement, error) {
 // blank or null value decodes to an empty rawPlacement: the key alone turns
 // placement on.
 func decodePlacement(value string) (*rawPlacement, error) {
-	if len(value) > MaxValueBytesPlacement {
-		return nil, fmt.Errorf("placement: value is %d bytes, more than the %d allowed", len(value), MaxValueBytesPlacement)
+	if len(value) > maxValueBytesPlacement {
+		return nil, fmt.Errorf("placement: value is %d bytes, more than the %d allowed", len(value), maxValueBytesPlacement)
 	}
 	var raw *rawPlacement
 	if strings.TrimSpace(value) != "" {
@@ -202,8 +202,8 @@ func applyCounts(p *Placement, raw *rawPlacement) error {
 	}{
 		{"maxMoves", raw.MaxMoves, &p.MaxMoves, 0, 10000},
 		{"objectsPerShard", raw.ObjectsPerShard, &p.ObjectsPerShard, 1, 1000000},
-		{"minShards", raw.MinShards, &p.MinShards, 1, MaxShards},
-		{"maxShards", raw.MaxShards, &p.MaxShards, 1, MaxShards},
+		{"minShards", raw.MinShards, &p.MinShards, 1, maxShards},
+		{"maxShards", raw.MaxShards, &p.MaxShards, 1, maxShards},
 	}
 	for _, f := range ints {
 		if f.in == nil {
@@ -261,9 +261,9 @@ func percent(s string) (int, error) {
 	return n, nil
 }
 
-// ParseDrain parses the drain annotation: shard IDs separated by commas or
+// parseDrain parses the drain annotation: shard IDs separated by commas or
 // spaces.
-func ParseDrain(value string) ([]string, error) {
+func parseDrain(value string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	for _, field := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
@@ -288,11 +288,11 @@ func AutoNames(n int) []Shard {
 }
 
 // AutoID is the ID of the i-th shard that "auto" makes.
-func AutoID(i int) string { return fmt.Sprintf("%s%d", AutoPrefix, i) }
+func AutoID(i int) string { return fmt.Sprintf("%s%d", autoPrefix, i) }
 
 // AutoIndex returns i for an ID "shard-i", or -1.
 func AutoIndex(id string) int {
-	v, ok := strings.CutPrefix(id, AutoPrefix)
+	v, ok := strings.CutPrefix(id, autoPrefix)
 	if !ok || v == "" {
 		return -1
 	}

@@ -14,9 +14,9 @@ func TestParsePlacementDefaults(t *testing.T) {
 		p, err := ParsePlacement(v)
 		require.NoError(t, err, "%q", v)
 		assert.True(t, p.Enabled)
-		assert.Equal(t, DefaultMaxMoves, p.MaxMoves)
-		assert.Equal(t, DefaultInterval, p.Interval)
-		assert.Equal(t, DefaultCooldown, p.Cooldown)
+		assert.Equal(t, defaultMaxMoves, p.MaxMoves)
+		assert.Equal(t, defaultInterval, p.Interval)
+		assert.Equal(t, defaultCooldown, p.Cooldown)
 		assert.Equal(t, 10, p.ThresholdFor(100), "10%% of a mean load of 100")
 		assert.Equal(t, 1, p.ThresholdFor(3), "never below 1")
 		assert.True(t, p.InScope("any", nil))
@@ -64,7 +64,7 @@ func TestParsePlacementRejects(t *testing.T) {
 		"too many shards": "maxShards: 100000",
 		"wrong type":      "maxMoves: many",
 		"zero per shard":  "objectsPerShard: 0",
-		"huge value":      "namespaces: [" + string(make([]byte, MaxValueBytesPlacement)) + "]",
+		"huge value":      "namespaces: [" + string(make([]byte, maxValueBytesPlacement)) + "]",
 	} {
 		_, err := ParsePlacement(v)
 		assert.Error(t, err, name)
@@ -110,7 +110,7 @@ func FuzzParsePlacement(f *testing.F) {
 			return
 		}
 		if !p.Enabled || p.MaxMoves < 0 || p.Interval < time.Second || p.Cooldown < 0 ||
-			p.ObjectsPerShard < 1 || p.MinShards < 1 || p.MinShards > p.MaxShards || p.MaxShards > MaxShards {
+			p.ObjectsPerShard < 1 || p.MinShards < 1 || p.MinShards > p.MaxShards || p.MaxShards > maxShards {
 			t.Fatalf("out of bounds: %+v", p)
 		}
 		if th := p.ThresholdFor(1e6); th < 1 {

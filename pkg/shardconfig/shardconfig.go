@@ -24,20 +24,20 @@ const (
 	// ForceDeleteAnnotation lists shard IDs (or "*") whose deletion may go
 	// ahead although objects are still mapped to them.
 	ForceDeleteAnnotation = "shardkeeper.io/force-delete"
-	// ForceAll in the force-delete annotation forces every pending removal.
-	ForceAll = "*"
+	// forceAll in the force-delete annotation forces every pending removal.
+	forceAll = "*"
 
-	// MaxShards bounds the shard list: every shard costs one Deployment per
+	// maxShards bounds the shard list: every shard costs one Deployment per
 	// source controller, and a typo such as a pasted object list must not
 	// turn into thousands of Deployments.
-	MaxShards = 500
-	// MaxValueBytes bounds data.shards before it is parsed at all.
-	MaxValueBytes = 256 * 1024
-	// MaxIDLength keeps "<source>-shard-<id>" a valid Deployment name and
+	maxShards = 500
+	// maxValueBytes bounds data.shards before it is parsed at all.
+	maxValueBytes = 256 * 1024
+	// maxIDLength keeps "<source>-shard-<id>" a valid Deployment name and
 	// the ID a valid label value.
-	MaxIDLength = 40
-	// MaxReplicas bounds a shard's replica count.
-	MaxReplicas = 100
+	maxIDLength = 40
+	// maxReplicas bounds a shard's replica count.
+	maxReplicas = 100
 )
 
 // Shard is one configured shard and the placement settings an operator may
@@ -118,7 +118,7 @@ func (f Force) Empty() bool { return !f.All && len(f.IDs) == 0 }
 func (f Force) String() string {
 	parts := append([]string(nil), f.IDs...)
 	if f.All {
-		parts = append([]string{ForceAll}, parts...)
+		parts = append([]string{forceAll}, parts...)
 	}
 	return strings.Join(parts, ",")
 }
@@ -138,9 +138,9 @@ func (f Force) Without(ids []string, consumeAll bool) Force {
 	return out
 }
 
-// ErrMissingShards is returned when the ConfigMap has no shards key. It is
+// errMissingShards is returned when the ConfigMap has no shards key. It is
 // not an empty list: a missing key must never read as "delete every shard".
-var ErrMissingShards = errors.New(`the ConfigMap has no "shards" key; set data.shards to a list of shard IDs, e.g. "shard0,shard1"`)
+var errMissingShards = errors.New(`the ConfigMap has no "shards" key; set data.shards to a list of shard IDs, e.g. "shard0,shard1"`)
 
 // Parse validates a ConfigMap's data, binaryData and annotations and returns
 // the shard configuration, or an error that names the problem.
@@ -153,10 +153,10 @@ func Parse(data map[string]string, binaryData map[string][]byte, annotations map
 	}
 	value, ok := data[ShardsKey]
 	if !ok {
-		return Config{}, ErrMissingShards
+		return Config{}, errMissingShards
 	}
 	var cfg Config
-	if strings.TrimSpace(value) == Auto {
+	if strings.TrimSpace(value) == auto {
 		cfg.Auto = true
 	} else {
 		shards, err := ParseShards(value)
@@ -166,7 +166,7 @@ func Parse(data map[string]string, binaryData map[string][]byte, annotations map
 		cfg.Shards = shards
 	}
 	var err error
-	if cfg.Force, err = ParseForce(annotations[ForceDeleteAnnotation]); err != nil {
+	if cfg.Force, err = parseForce(annotations[ForceDeleteAnnotation]); err != nil {
 		return Config{}, err
 	}
 	if raw, ok := data[PlacementKey]; ok {
@@ -174,7 +174,7 @@ func Parse(data map[string]string, binaryData map[string][]byte, annotations map
 			return Config{}, err
 		}
 	}
-	if cfg.Drain, err = ParseDrain(annotations[DrainAnnotation]); err != nil {
+	if cfg.Drain, err = parseDrain(annotations[DrainAnnotation]); err != nil {
 		return Config{}, err
 	}
 	if cfg.Auto && !cfg.Placement.Enabled {
@@ -190,8 +190,8 @@ func Parse(data map[string]string, binaryData map[string][]byte, annotations map
 // commas, spaces or newlines, or a YAML list whose items are IDs or shard
 // objects.
 func ParseShards(value string) ([]Shard, error) {
-	if len(value) > MaxValueBytes {
-		return nil, fmt.Errorf("shards: value is %d bytes, more than the %d allowed", len(value), MaxValueBytes)
+	if len(value) > maxValueBytes {
+		return nil, fmt.Errorf("shards: value is %d bytes, more than the %d allowed", len(value), maxValueBytes)
 	}
 	trimmed := strings.TrimSpace(value)
 	if trimmed == "" {
@@ -221,8 +221,8 @@ func parseList(value string) ([]Shard, error) {
 		// Only separators: as empty as an empty value, and as likely a slip.
 		return nil, errors.New(`shards: the list has separators but no shard ID; to remove every shard, list none explicitly with "[]"`)
 	}
-	if len(fields) > MaxShards {
-		return nil, fmt.Errorf("shards: %d shards listed, at most %d are allowed", len(fields), MaxShards)
+	if len(fields) > maxShards {
+		return nil, fmt.Errorf("shards: %d shards listed, at most %d are allowed", len(fields), maxShards)
 	}
 	shards := make([]Shard, 0, len(fields))
 	for _, f := range fields {
@@ -249,8 +249,8 @@ func (r *rawItem) UnmarshalJSON(b []byte) error {
 func parseYAML(value string) ([]Shard, error) {
 	// A coarse count before decoding keeps a list of millions of items from
 	// being built only to be rejected.
-	if n := strings.Count(value, "\n-") + 1; n > 4*MaxShards {
-		return nil, fmt.Errorf("shards: about %d items listed, at most %d are allowed", n, MaxShards)
+	if n := strings.Count(value, "\n-") + 1; n > 4*maxShards {
+		return nil, fmt.Errorf("shards: about %d items listed, at most %d are allowed", n, maxShards)
 	}
 	var list *[]rawItem
 	if err := yaml.UnmarshalStrict([]byte(value), &list); err != nil {
@@ -262,8 +262,8 @@ func parseYAML(value string) ([]Shard, error) {
 		return nil, errors.New(`shards: the YAML value is null, not a list; to remove every shard, list none explicitly with "[]"`)
 	}
 	raw := *list
-	if len(raw) > MaxShards {
-		return nil, fmt.Errorf("shards: %d shards listed, at most %d are allowed", len(raw), MaxShards)
+	if len(raw) > maxShards {
+		return nil, fmt.Errorf("shards: %d shards listed, at most %d are allowed", len(raw), maxShards)
 	}
 	shards := make([]Shard, 0, len(raw))
 	for _, r := range raw {
@@ -296,8 +296,8 @@ func ValidateID(id string) error {
 	if id == "" {
 		return errors.New("shard ID is empty")
 	}
-	if len(id) > MaxIDLength {
-		return fmt.Errorf("shard ID %q is %d characters long, at most %d are allowed", truncate(id), len(id), MaxIDLength)
+	if len(id) > maxIDLength {
+		return fmt.Errorf("shard ID %q is %d characters long, at most %d are allowed", truncate(id), len(id), maxIDLength)
 	}
 	if len(validation.IsDNS1123Label(id)) > 0 {
 		return fmt.Errorf("shard ID %q is invalid: use lower-case letters, digits and '-', starting and ending with a letter or digit", truncate(id))
@@ -351,19 +351,19 @@ func validatePlacement(s Shard) error {
 			}
 		}
 	}
-	if s.Replicas != nil && (*s.Replicas < 0 || *s.Replicas > MaxReplicas) {
-		return fmt.Errorf("replicas %d: must be between 0 and %d", *s.Replicas, MaxReplicas)
+	if s.Replicas != nil && (*s.Replicas < 0 || *s.Replicas > maxReplicas) {
+		return fmt.Errorf("replicas %d: must be between 0 and %d", *s.Replicas, maxReplicas)
 	}
 	return nil
 }
 
-// ParseForce parses the force-delete annotation: shard IDs separated by
+// parseForce parses the force-delete annotation: shard IDs separated by
 // commas or spaces, or "*".
-func ParseForce(value string) (Force, error) {
+func parseForce(value string) (Force, error) {
 	var f Force
 	seen := map[string]bool{}
 	for _, field := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
-		if field == ForceAll {
+		if field == forceAll {
 			f.All = true
 			continue
 		}

@@ -68,7 +68,7 @@ func TestParseShardsRejects(t *testing.T) {
 		{"uppercase", "Shard0", "invalid"},
 		{"underscore", "shard_0", "invalid"},
 		{"leading dash in list", "a,-b", "invalid"},
-		{"too long", strings.Repeat("a", MaxIDLength+1), "characters long"},
+		{"too long", strings.Repeat("a", maxIDLength+1), "characters long"},
 		{"duplicate", "a,b,a", "listed twice"},
 		{"duplicate yaml", "- a\n- id: a\n", "listed twice"},
 		{"bad yaml", "- [a\n", "not a valid YAML"},
@@ -88,8 +88,8 @@ func TestParseShardsRejects(t *testing.T) {
 		{"request above limit", "- id: a\n  resources: {requests: {memory: 2Gi}, limits: {memory: 1Gi}}\n", "above its limit"},
 		{"object without id", "- replicas: 1\n", "empty"},
 		{"map not list", "[{a: b}]", "unknown field"},
-		{"too many", strings.Repeat("s,", MaxShards+1), "at most"},
-		{"too big", strings.Repeat("a", MaxValueBytes+1), "bytes"},
+		{"too many", strings.Repeat("s,", maxShards+1), "at most"},
+		{"too big", strings.Repeat("a", maxValueBytes+1), "bytes"},
 		{"alias bomb", "- &a [x,x,x,x,x,x,x,x,x]\n- &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n- &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n- &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n- &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n- &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n- &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n", "YAML"},
 	}
 	for _, tt := range tests {
@@ -104,7 +104,7 @@ func TestParseShardsRejects(t *testing.T) {
 
 func TestParse(t *testing.T) {
 	_, err := Parse(map[string]string{}, nil, nil)
-	assert.ErrorIs(t, err, ErrMissingShards)
+	assert.ErrorIs(t, err, errMissingShards)
 
 	_, err = Parse(map[string]string{ShardsKey: "a"}, map[string][]byte{ShardsKey: []byte("a")}, nil)
 	assert.ErrorContains(t, err, "binaryData")
@@ -121,7 +121,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestForce(t *testing.T) {
-	f, err := ParseForce("*,x")
+	f, err := parseForce("*,x")
 	require.NoError(t, err)
 	assert.True(t, f.All)
 	assert.True(t, f.Allows("anything"))
@@ -133,7 +133,7 @@ func TestForce(t *testing.T) {
 	assert.Equal(t, "x", h.String())
 	assert.True(t, f.Without([]string{"x"}, true).Empty())
 
-	empty, err := ParseForce("")
+	empty, err := parseForce("")
 	require.NoError(t, err)
 	assert.True(t, empty.Empty())
 }
@@ -152,7 +152,7 @@ func FuzzParseShards(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(shards) > MaxShards {
+		if len(shards) > maxShards {
 			t.Fatalf("accepted %d shards", len(shards))
 		}
 		if len(shards) == 0 && !strings.HasPrefix(strings.TrimSpace(value), "[") {

@@ -18,10 +18,10 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
-// OnChange reconciles the shard set for the shard ConfigMap. A missing
+// onConfigMap reconciles the shard set for the shard ConfigMap. A missing
 // ConfigMap changes nothing. Every error is returned so that the key is
 // requeued with backoff.
-func (c *Controller) OnChange(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+func (c *Controller) onConfigMap(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	if key != c.opts.ConfigMap.String() {
 		return cm, nil
 	}

@@ -39,7 +39,8 @@ const statusInterval = time.Second
 // writeParallelism bounds the Deployment writes in flight at once.
 const writeParallelism = 16
 
-// Options name the ConfigMap and the sources.
+// Options are what Register takes besides the clients: the ConfigMap, the
+// sources, and where placement's input goes.
 type Options struct {
 	// ConfigMap is the shard ConfigMap; its status is "<name>-status".
 	ConfigMap types.NamespacedName
@@ -110,7 +111,7 @@ func Register(ctx context.Context, opts Options,
 	for _, sc := range services {
 		sc.OnChange(ctx, "shardkeeper-service", c.onService)
 	}
-	configMaps.OnChange(ctx, "shardkeeper-shards", c.OnChange)
+	configMaps.OnChange(ctx, "shardkeeper-shards", c.onConfigMap)
 	return c
 }
 

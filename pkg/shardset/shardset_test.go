@@ -208,7 +208,7 @@ func TestOnChangeCreatesShards(t *testing.T) {
 	e := fleetEnv(t)
 	cm := shardConfigMapObject("a,b", "")
 
-	out, err := e.c.OnChange(shardCM.String(), cm)
+	out, err := e.c.onConfigMap(shardCM.String(), cm)
 
 	require.NoError(t, err)
 	assert.Same(t, cm, out)
@@ -231,7 +231,7 @@ func TestOnChangeCreatesShards(t *testing.T) {
 	// Once the writes are in the caches, a reconcile changes nothing.
 	e.deployments.reset()
 	e.services.reset()
-	_, err = e.c.OnChange(shardCM.String(), cm)
+	_, err = e.c.onConfigMap(shardCM.String(), cm)
 	require.NoError(t, err)
 	assert.Empty(t, e.deployments.summary())
 	assert.Empty(t, e.services.summary())
@@ -240,7 +240,7 @@ func TestOnChangeCreatesShards(t *testing.T) {
 
 func TestOnChangeForceDeletes(t *testing.T) {
 	e := fleetEnv(t)
-	_, err := e.c.OnChange(shardCM.String(), shardConfigMapObject("a,b", ""))
+	_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a,b", ""))
 	require.NoError(t, err)
 	e.events()
 	e.deployments.reset()
@@ -252,7 +252,7 @@ func TestOnChangeForceDeletes(t *testing.T) {
 
 	cm := shardConfigMapObject("a", "b")
 	cm.ResourceVersion = "77"
-	_, err = e.c.OnChange(shardCM.String(), cm)
+	_, err = e.c.onConfigMap(shardCM.String(), cm)
 	require.NoError(t, err)
 
 	calls := e.deployments.requests()
@@ -273,7 +273,7 @@ func TestOnChangeWaitsForTheMappedCaches(t *testing.T) {
 	e := fleetEnv(t)
 	e.mapped.synced = false
 
-	_, err := e.c.OnChange(shardCM.String(), shardConfigMapObject("a", ""))
+	_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", ""))
 
 	require.NoError(t, err)
 	assert.Empty(t, e.statusMaps.calls)

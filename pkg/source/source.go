@@ -18,7 +18,7 @@ const Placeholder = "{shard}"
 // Preset names accepted by --preset.
 const (
 	PresetFleet = "fleet"
-	PresetFlux  = "flux"
+	presetFlux  = "flux"
 )
 
 // Fleet and Flux labels and flags that the presets use.
@@ -179,7 +179,7 @@ func Build(o Options) (Set, error) {
 			if len(o.Mapped) == 0 {
 				set.Mapped = append(set.Mapped, fleetKinds()...)
 			}
-		case PresetFlux:
+		case presetFlux:
 			set.Sources = append(set.Sources, fluxSources(o.FluxNamespace)...)
 			if len(o.Mapped) == 0 {
 				set.Mapped = append(set.Mapped,
@@ -187,11 +187,11 @@ func Build(o Options) (Set, error) {
 			}
 		case "":
 		default:
-			return Set{}, fmt.Errorf("unknown preset %q: use %q and/or %q", p, PresetFleet, PresetFlux)
+			return Set{}, fmt.Errorf("unknown preset %q: use %q and/or %q", p, PresetFleet, presetFlux)
 		}
 	}
 	for _, c := range o.Custom {
-		src, err := ParseCustom(c)
+		src, err := parseCustom(c)
 		if err != nil {
 			return Set{}, err
 		}
@@ -220,14 +220,14 @@ func Build(o Options) (Set, error) {
 		}
 	}
 	for _, m := range o.Mapped {
-		mk, err := ParseMappedKind(m)
+		mk, err := parseMappedKind(m)
 		if err != nil {
 			return Set{}, err
 		}
 		set.Mapped = append(set.Mapped, mk)
 	}
 	if len(set.Sources) == 0 {
-		return Set{}, fmt.Errorf("no source controllers: choose a preset (%s, %s) or name one with --source", PresetFleet, PresetFlux)
+		return Set{}, fmt.Errorf("no source controllers: choose a preset (%s, %s) or name one with --source", PresetFleet, presetFlux)
 	}
 	seen := map[string]bool{}
 	for _, s := range set.Sources {
@@ -314,8 +314,8 @@ func fluxSources(ns string) []Source {
 	}}
 }
 
-// ParseCustom parses "NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...".
-func ParseCustom(v string) (Source, error) {
+// parseCustom parses "NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...".
+func parseCustom(v string) (Source, error) {
 	target, arg, ok := strings.Cut(v, "=")
 	if !ok {
 		return Source{}, fmt.Errorf("--source %q: want NAMESPACE/NAME[:CONTAINER]=--flag={shard}", v)
@@ -342,9 +342,9 @@ func ParseCustom(v string) (Source, error) {
 	return Source{Namespace: ns, Name: name, Container: container, Args: []string{arg}}, nil
 }
 
-// ParseMappedKind parses "RESOURCE.VERSION.GROUP=LABEL", as in
+// parseMappedKind parses "RESOURCE.VERSION.GROUP=LABEL", as in
 // "gitrepos.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref".
-func ParseMappedKind(v string) (MappedKind, error) {
+func parseMappedKind(v string) (MappedKind, error) {
 	res, label, ok := strings.Cut(v, "=")
 	parts := strings.SplitN(res, ".", 3)
 	if !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {

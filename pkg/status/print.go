@@ -79,10 +79,10 @@ func printTable(w io.Writer, s Status, wide bool) error {
 		fmt.Fprintf(w, "\nThe shard ConfigMap is rejected, nothing changes until it is fixed: %s\n", s.Error)
 	}
 	for _, u := range s.Warnings.UnknownShards {
-		fmt.Fprintf(w, "\nWarning: %s\n", UnknownMessage(u))
+		fmt.Fprintf(w, "\nWarning: %s\n", unknownMessage(u))
 	}
 	for _, src := range s.Warnings.NotShardAware {
-		fmt.Fprintf(w, "\nWarning: %s\n", NotShardAwareMessage(src))
+		fmt.Fprintf(w, "\nWarning: %s\n", notShardAwareMessage(src))
 	}
 	for _, sh := range s.Shards {
 		if sh.Message != "" && !wide {

@@ -16,13 +16,13 @@ import (
 
 // ConfigMap data keys of the status ConfigMap.
 const (
-	// ShardsKey holds the YAML list of shards.
-	ShardsKey = "status"
-	// ErrorKey holds why the shard ConfigMap was rejected, if it was.
-	ErrorKey = "error"
-	// WarningsKey holds the YAML warnings: unknown shard IDs, conflicts,
-	// sources that are not shard-aware.
-	WarningsKey = "warnings"
+	// shardsKey holds the YAML list of shards.
+	shardsKey = "status"
+	// errorKey holds why the shard ConfigMap was rejected, if it was.
+	errorKey = "error"
+	// warningsKey holds the YAML warnings: unknown shard IDs, sources that
+	// are not shard-aware, render errors.
+	warningsKey = "warnings"
 )
 
 // Event reasons.
@@ -35,10 +35,10 @@ const (
 	ReasonShardConflict        = "ShardConflict"
 	ReasonUnknownShard         = "UnknownShard"
 	ReasonSourceNotShardAware  = "SourceNotShardAware"
-	ReasonRenderFailed         = "RenderFailed"
+	reasonRenderFailed         = "RenderFailed"
 	ReasonShardRestored        = "ShardRestored"
 	ReasonShardDraining        = "ShardDraining"
-	ReasonShardDrained         = "ShardDrained"
+	reasonShardDrained         = "ShardDrained"
 	ReasonObjectsMoved         = "ObjectsMoved"
 	ReasonPlacementFailed      = "PlacementFailed"
 	// ReasonGitJobPlacementMismatch: a shard's git Jobs cannot run where
@@ -77,9 +77,9 @@ func Encode(s Status) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding status: %w", err)
 	}
-	data := map[string]string{ShardsKey: string(b)}
+	data := map[string]string{shardsKey: string(b)}
 	if s.Error != "" {
-		data[ErrorKey] = s.Error
+		data[errorKey] = s.Error
 	}
 	w := s.Warnings
 	if len(w.UnknownShards)+len(w.NotShardAware)+len(w.RenderErrors) > 0 {
@@ -87,7 +87,7 @@ func Encode(s Status) (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encoding warnings: %w", err)
 		}
-		data[WarningsKey] = string(b)
+		data[warningsKey] = string(b)
 	}
 	return data, nil
 }
@@ -96,9 +96,9 @@ func Encode(s Status) (map[string]string, error) {
 // left empty: the status is only a report, and it is rewritten in full.
 func Decode(data map[string]string) Status {
 	var s Status
-	_ = yaml.Unmarshal([]byte(data[ShardsKey]), &s.Shards)
-	_ = yaml.Unmarshal([]byte(data[WarningsKey]), &s.Warnings)
-	s.Error = data[ErrorKey]
+	_ = yaml.Unmarshal([]byte(data[shardsKey]), &s.Shards)
+	_ = yaml.Unmarshal([]byte(data[warningsKey]), &s.Warnings)
+	s.Error = data[errorKey]
 	return s
 }
 
@@ -137,7 +137,7 @@ func Changes(old, cur Status) []Event {
 			}
 		case StateDrained:
 			if !had || p.State != StateDrained {
-				out = append(out, Event{corev1.EventTypeNormal, ReasonShardDrained, s.Message})
+				out = append(out, Event{corev1.EventTypeNormal, reasonShardDrained, s.Message})
 			}
 		case StateConflict:
 			if !had || p.State != StateConflict || p.Message != s.Message {
@@ -154,30 +154,30 @@ func Changes(old, cur Status) []Event {
 	}
 	for _, u := range cur.Warnings.UnknownShards {
 		if !known[u.ID] {
-			out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, UnknownMessage(u)})
+			out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, unknownMessage(u)})
 		}
 	}
 	for _, src := range cur.Warnings.NotShardAware {
 		if !slices.Contains(old.Warnings.NotShardAware, src) {
-			out = append(out, Event{corev1.EventTypeWarning, ReasonSourceNotShardAware, NotShardAwareMessage(src)})
+			out = append(out, Event{corev1.EventTypeWarning, ReasonSourceNotShardAware, notShardAwareMessage(src)})
 		}
 	}
 	for _, msg := range newItems(old.Warnings.RenderErrors, cur.Warnings.RenderErrors) {
-		out = append(out, Event{corev1.EventTypeWarning, ReasonRenderFailed, "a shard Deployment could not be rendered: " + msg})
+		out = append(out, Event{corev1.EventTypeWarning, reasonRenderFailed, "a shard Deployment could not be rendered: " + msg})
 	}
 	return out
 }
 
-// NotShardAwareMessage says what a source that is not shard-aware lacks,
+// notShardAwareMessage says what a source that is not shard-aware lacks,
 // what follows, and where the lasting fix goes.
-func NotShardAwareMessage(n NotShardAware) string {
+func notShardAwareMessage(n NotShardAware) string {
 	return fmt.Sprintf("source Deployment %s is not started with %s, so it would also reconcile the objects of every shard; "+
 		"no new shard copy of it is created until it is (copies that exist are left as they are). "+
 		"Add the argument through whatever installs it, not by hand: see the README's section on Flux", n.Source, n.Needs)
 }
 
-// UnknownMessage says which objects point at a shard that does not exist.
-func UnknownMessage(u UnknownShard) string {
+// unknownMessage says which objects point at a shard that does not exist.
+func unknownMessage(u UnknownShard) string {
 	return fmt.Sprintf("%d object(s) carry shard ID %q, which is not configured, so nothing reconciles them (%s); add the shard or relabel them",
 		u.Count, u.ID, strings.Join(u.Objects, ", "))
 }

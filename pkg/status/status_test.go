@@ -25,13 +25,13 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	data, err := Encode(s)
 	require.NoError(t, err)
-	assert.Contains(t, data[ShardsKey], "state: Blocked")
-	assert.NotContains(t, data, ErrorKey)
+	assert.Contains(t, data[shardsKey], "state: Blocked")
+	assert.NotContains(t, data, errorKey)
 	assert.Equal(t, s, Decode(data))
 
 	empty, err := Encode(Status{})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{ShardsKey: "[]\n"}, empty)
+	assert.Equal(t, map[string]string{shardsKey: "[]\n"}, empty)
 }
 
 func TestChangesOnlyOnTransitions(t *testing.T) {
@@ -60,6 +60,6 @@ func TestChangesOnlyOnTransitions(t *testing.T) {
 	drained := Status{Shards: []ShardStatus{{ID: "b", State: StateDrained}}}
 	assert.Equal(t, []string{ReasonShardDraining}, reasons(Changes(active, draining)))
 	assert.Empty(t, Changes(draining, drainingLess), "progress is in the status, not a new Event")
-	assert.Equal(t, []string{ReasonShardDrained}, reasons(Changes(drainingLess, drained)))
+	assert.Equal(t, []string{reasonShardDrained}, reasons(Changes(drainingLess, drained)))
 	assert.Equal(t, []string{ReasonShardDeletionBlocked}, reasons(Changes(draining, blocked)), "a pinned object stops the drain")
 }
