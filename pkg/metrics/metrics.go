@@ -15,15 +15,9 @@ var Registry = prometheus.NewRegistry()
 
 var (
 	// Shards counts the shards by state: one of the status.State* values.
-	Shards = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "shardkeeper_shards",
-		Help: "Number of shards, by state.",
-	}, []string{"state"})
+	Shards = gaugeVec("shardkeeper_shards", "Number of shards, by state.", "state")
 	// MappedObjects counts the objects mapped to each shard, by kind.
-	MappedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "shardkeeper_mapped_objects",
-		Help: "Number of objects mapped to a shard, by shard and kind.",
-	}, []string{"shard", "kind"})
+	MappedObjects = gaugeVec("shardkeeper_mapped_objects", "Number of objects mapped to a shard, by shard and kind.", "shard", "kind")
 	// ReconcileDuration is the time one reconcile of the shard set takes.
 	ReconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "shardkeeper_reconcile_duration_seconds",
@@ -31,38 +25,42 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
 	// ReconcileErrors counts reconciles that ended in an error (and a retry).
-	ReconcileErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "shardkeeper_reconcile_errors_total",
-		Help: "Reconciles of the shard set that failed and were retried.",
-	})
+	ReconcileErrors = counter("shardkeeper_reconcile_errors_total", "Reconciles of the shard set that failed and were retried.")
 	// BlockedDeletions counts shards whose deletion was refused because
 	// objects were still mapped to them.
-	BlockedDeletions = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "shardkeeper_blocked_deletions_total",
-		Help: "Shard deletions refused because objects were still mapped to the shard.",
-	})
+	BlockedDeletions = counter("shardkeeper_blocked_deletions_total",
+		"Shard deletions refused because objects were still mapped to the shard.")
 	// ForcedDeletions counts shards deleted by force with objects mapped.
-	ForcedDeletions = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "shardkeeper_forced_deletions_total",
-		Help: "Shards deleted by force while objects were still mapped to them.",
-	})
-	// aPIWrites counts the write requests sent to the API server.
-	aPIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shardkeeper_api_writes_total",
-		Help: "Write requests sent to the Kubernetes API server, by verb and resource.",
-	}, []string{"verb", "resource"})
+	ForcedDeletions = counter("shardkeeper_forced_deletions_total",
+		"Shards deleted by force while objects were still mapped to them.")
+	// apiWrites counts the write requests sent to the API server.
+	apiWrites = counterVec("shardkeeper_api_writes_total",
+		"Write requests sent to the Kubernetes API server, by verb and resource.", "verb", "resource")
 	// PlacementMoves counts the objects placement relabelled.
-	PlacementMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shardkeeper_placement_moves_total",
-		Help: "Objects relabelled by placement, by reason (Assign, Drain, Rebalance) and result (moved, conflict, error).",
-	}, []string{"reason", "result"})
+	PlacementMoves = counterVec("shardkeeper_placement_moves_total",
+		"Objects relabelled by placement, by reason (Assign, Drain, Rebalance) and result (moved, conflict, error).", "reason", "result")
 )
+
+// The constructors below keep each metric's declaration to its name, help
+// and labels.
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
 
 func init() {
 	Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, aPIWrites,
+		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, apiWrites,
 		PlacementMoves,
 	)
 }
@@ -72,7 +70,7 @@ func init() {
 func CountWrites(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		if verb := writeVerb(req.Method); verb != "" {
-			aPIWrites.WithLabelValues(verb, resource(req.URL.Path)).Inc()
+			apiWrites.WithLabelValues(verb, resource(req.URL.Path)).Inc()
 		}
 		return rt.RoundTrip(req)
 	})

@@ -29,7 +29,7 @@ func TestCountWrites(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	defer srv.Close()
 	client := &http.Client{Transport: CountWrites(http.DefaultTransport)}
-	before := testutil.ToFloat64(aPIWrites.WithLabelValues("create", "configmaps"))
+	before := testutil.ToFloat64(apiWrites.WithLabelValues("create", "configmaps"))
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		req, err := http.NewRequest(m, srv.URL+"/api/v1/namespaces/ns/configmaps", nil)
 		require.NoError(t, err)
@@ -37,5 +37,5 @@ func TestCountWrites(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
-	assert.Equal(t, before+1, testutil.ToFloat64(aPIWrites.WithLabelValues("create", "configmaps")), "only the POST counts")
+	assert.Equal(t, before+1, testutil.ToFloat64(apiWrites.WithLabelValues("create", "configmaps")), "only the POST counts")
 }

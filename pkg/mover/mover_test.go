@@ -3,9 +3,16 @@ package mover
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -15,10 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
@@ -178,4 +188,437 @@ func TestOwners(t *testing.T) {
 	got := owners(objs, map[string]string{"bundles": "fleet.cattle.io/repo-name"})
 	assert.Equal(t, map[string]bool{"apps/with-bundles": true}, got,
 		"a GitRepo with Bundles is applied again on a move; a fresh one has nothing to carry along")
+}
+
+// The tests below run whole rounds against fakeCluster, which stands for
+// the mapped caches, the metadata client and the dynamic client at once: a
+// patch it accepts shows in the cache of the next round, as it would once
+// the watch delivered it.
+
+func fleetGVR(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: resource}
+}
+
+// fleetKinds are the Fleet preset's mapped kinds.
+var fleetKinds = []source.MappedKind{
+	{Resource: fleetGVR("gitrepos"), Label: source.FleetShardRefLabel, BumpOnMove: "spec.forceSyncGeneration"},
+	{Resource: fleetGVR("helmops"), Label: source.FleetShardRefLabel},
+	{Resource: fleetGVR("bundles"), Label: source.FleetShardRefLabel, Derived: true, OwnerLabel: "fleet.cattle.io/repo-name"},
+	{Resource: fleetGVR("bundledeployments"), Label: source.FleetShardRefLabel, Derived: true},
+}
+
+// patchCall is one write the mover sent.
+type patchCall struct {
+	resource        schema.GroupVersionResource
+	namespace, name string
+	pt              types.PatchType
+	body            map[string]any
+	// wasLabelled is whether the object had a shard label before: a patch
+	// of an unlabelled object is an assignment, any other a paced move.
+	wasLabelled bool
+}
+
+// ref names the patched object as mapped.Object.Ref does.
+func (c patchCall) ref() string { return c.resource.Resource + " " + c.namespace + "/" + c.name }
+
+// shard is the label value the patch sets.
+func (c patchCall) shard() string {
+	l, _ := c.body["metadata"].(map[string]any)["labels"].(map[string]any)
+	s, _ := l[source.FleetShardRefLabel].(string)
+	return s
+}
+
+type fakeCluster struct {
+	mu     sync.Mutex
+	synced bool
+	// objs are the cached objects, by Ref.
+	objs map[string]mapped.Object
+	// full are the whole objects the reader returns, by Ref.
+	full map[string]*unstructured.Unstructured
+	// fail makes the patches of these objects (by name) fail.
+	fail    map[string]error
+	patches []patchCall
+	gets    []string
+	reads   int
+}
+
+func newFakeCluster(objs ...mapped.Object) *fakeCluster {
+	c := &fakeCluster{synced: true, objs: map[string]mapped.Object{}, full: map[string]*unstructured.Unstructured{}, fail: map[string]error{}}
+	c.add(objs...)
+	return c
+}
+
+func (c *fakeCluster) add(objs ...mapped.Object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range objs {
+		if o.Weight == 0 {
+			o.Weight = 1
+		}
+		c.objs[o.Ref()] = o
+	}
+}
+
+func (c *fakeCluster) Synced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
+}
+
+func (c *fakeCluster) All() []mapped.Object {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	out := make([]mapped.Object, 0, len(c.objs))
+	for _, o := range c.objs {
+		out = append(out, o)
+	}
+	return out
+}
+
+// Patch records the write and, unless told to fail, applies it to the
+// cache like the API server would: refused (409) when the resourceVersion
+// precondition no longer holds.
+func (c *fakeCluster) Patch(_ context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		return err
+	}
+	key := resource.Resource + " " + namespace + "/" + name
+	o, ok := c.objs[key]
+	c.patches = append(c.patches, patchCall{resource: resource, namespace: namespace, name: name, pt: pt, body: m, wasLabelled: o.Labelled})
+	if err := c.fail[name]; err != nil {
+		return err
+	}
+	if !ok {
+		return apierrors.NewNotFound(resource.GroupResource(), name)
+	}
+	meta, _ := m["metadata"].(map[string]any)
+	if meta["resourceVersion"] != o.ResourceVersion {
+		return apierrors.NewConflict(resource.GroupResource(), name, errors.New("resourceVersion precondition"))
+	}
+	for _, v := range meta["labels"].(map[string]any) {
+		o.Shard, o.Labelled = v.(string), true
+	}
+	ann := meta["annotations"].(map[string]any)
+	o.AssignedShard = ann[mapped.AssignedShardAnnotation].(string)
+	o.AssignedAt, _ = time.Parse(time.RFC3339, ann[mapped.AssignedAtAnnotation].(string))
+	rv, _ := strconv.Atoi(o.ResourceVersion)
+	o.ResourceVersion = strconv.Itoa(rv + 1)
+	c.objs[key] = o
+	return nil
+}
+
+func (c *fakeCluster) Get(_ context.Context, resource schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := resource.Resource + " " + namespace + "/" + name
+	c.gets = append(c.gets, key)
+	if u, ok := c.full[key]; ok {
+		return u.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(resource.GroupResource(), name)
+}
+
+// takePatches returns the patches sent since the last call, by Ref. A
+// round writes an object at most once.
+func (c *fakeCluster) takePatches(t *testing.T) map[string]patchCall {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]patchCall{}
+	for _, p := range c.patches {
+		assert.NotContains(t, out, p.ref(), "patched twice in one round")
+		out[p.ref()] = p
+	}
+	c.patches = nil
+	return out
+}
+
+// testMover returns a Mover over c whose clock reads *clock.
+func testMover(c *fakeCluster, rec record.EventRecorder, clock *time.Time) *Mover {
+	p := newMover(c, c, fleetKinds, c, rec)
+	p.now = func() time.Time { return *clock }
+	return p
+}
+
+// events drains the Events recorded so far.
+func events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func parsePlacement(t *testing.T, value string) shardconfig.Placement {
+	t.Helper()
+	p, err := shardconfig.ParsePlacement(value)
+	require.NoError(t, err)
+	return p
+}
+
+var (
+	shardCM = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "cattle-fleet-system", Name: "shardkeeper", ResourceVersion: "1"}}
+	t0      = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+)
+
+func gitrepo(name, shard string) mapped.Object {
+	return mapped.Object{Kind: "gitrepos", Namespace: "apps", Name: name, ResourceVersion: "10",
+		Shard: shard, Labelled: shard != "", AssignedShard: shard}
+}
+
+func TestRoundRelabelsThePlannedMoves(t *testing.T) {
+	c := newFakeCluster(
+		gitrepo("new-1", ""),
+		mapped.Object{Kind: "gitrepos", Namespace: "apps", Name: "new-2", ResourceVersion: "20"},
+		mapped.Object{Kind: "helmops", Namespace: "apps", Name: "leaving", ResourceVersion: "31", Shard: "c", Labelled: true, AssignedShard: "c"},
+		mapped.Object{Kind: "gitrepos", Namespace: "apps", Name: "pinned", ResourceVersion: "5", Shard: "a", Labelled: true},
+		mapped.Object{Kind: "gitrepos", Namespace: "other", Name: "outside", ResourceVersion: "6"},
+	)
+	rec := record.NewFakeRecorder(10)
+	clock := t0
+	p := testMover(c, rec, &clock)
+	st := State{ConfigMap: shardCM, Placement: parsePlacement(t, "namespaces: [apps]"), Targets: []string{"a", "b"}, Draining: []string{"c"}}
+	p.Set(st)
+
+	in, _ := input(st, c.All(), clock, st.Placement.MaxMoves)
+	planned := map[string]string{}
+	for _, m := range balance.Moves(in) {
+		planned[m.Key] = m.To
+	}
+	p.round(context.Background())
+
+	patches := c.takePatches(t)
+	got := map[string]string{}
+	for ref, call := range patches {
+		got[ref] = call.shard()
+	}
+	// a holds the pinned object, so new-1 goes to b, new-2 to a, and the
+	// drained HelmOp to b; pinned and out-of-scope objects stay.
+	want := map[string]string{"gitrepos apps/new-1": "b", "gitrepos apps/new-2": "a", "helmops apps/leaving": "b"}
+	assert.Equal(t, want, planned, "the plan this test expects")
+	assert.Equal(t, want, got, "exactly the planned moves are written")
+
+	rvs := map[string]string{"gitrepos apps/new-1": "10", "gitrepos apps/new-2": "20", "helmops apps/leaving": "31"}
+	for ref, call := range patches {
+		kind := strings.Fields(ref)[0]
+		assert.Equal(t, fleetGVR(kind), call.resource, ref)
+		assert.Equal(t, types.MergePatchType, call.pt, ref)
+		assert.Equal(t, map[string]any{"metadata": map[string]any{
+			"resourceVersion": rvs[ref],
+			"labels":          map[string]any{source.FleetShardRefLabel: want[ref]},
+			"annotations": map[string]any{
+				mapped.AssignedShardAnnotation: want[ref],
+				mapped.AssignedAtAnnotation:    "2026-11-29T20:00:00Z",
+			},
+		}}, call.body, "%s: the label, placement's record and the resourceVersion precondition, nothing else", ref)
+	}
+	assert.Equal(t, []string{"Normal ObjectsMoved placement moved 3 objects (2 assigned, 1 drained) to a: 1, b: 2; drained from c: 1"},
+		events(rec), "one Event sums up the round")
+}
+
+func TestRoundPacesDrainsButNotAssignments(t *testing.T) {
+	var objs []mapped.Object
+	for i := range 7 {
+		objs = append(objs, gitrepo("old-"+strconv.Itoa(i), "c"))
+	}
+	c := newFakeCluster(append(objs, gitrepo("new-0", ""), gitrepo("new-1", ""))...)
+	rec := record.NewFakeRecorder(100)
+	clock := t0
+	p := testMover(c, rec, &clock)
+	// A threshold no spread reaches keeps rebalance out: every paced move
+	// here is a drain.
+	pl := parsePlacement(t, "maxMoves: 3\ninterval: 30s\nthreshold: 1000")
+	p.Set(State{ConfigMap: shardCM, Placement: pl, Targets: []string{"a", "b"}})
+
+	type counted struct{ assigned, paced int }
+	step := func(at time.Duration) (counted, time.Duration) {
+		clock = t0.Add(at)
+		next := p.round(context.Background())
+		var n counted
+		for _, call := range c.takePatches(t) {
+			if call.wasLabelled {
+				n.paced++
+			} else {
+				n.assigned++
+			}
+		}
+		return n, next
+	}
+
+	// c is neither a target nor draining yet: only the new objects move,
+	// and they take nothing from the budget.
+	n, _ := step(0)
+	assert.Equal(t, counted{assigned: 2}, n, "t0")
+	p.Set(State{ConfigMap: shardCM, Placement: pl, Targets: []string{"a", "b"}, Draining: []string{"c"}})
+	n, next := step(time.Second)
+	assert.Equal(t, counted{paced: 3}, n, "t0+1s: the whole budget, the assignments of t0 notwithstanding")
+	assert.Equal(t, 29*time.Second, next, "the next round is due when the window opens again")
+	c.add(gitrepo("new-2", ""))
+	n, _ = step(2 * time.Second)
+	assert.Equal(t, counted{assigned: 1}, n, "t0+2s: the budget is spent, yet a new object is assigned")
+	n, _ = step(29 * time.Second)
+	assert.Equal(t, counted{}, n, "t0+29s: still the first window")
+	n, _ = step(30 * time.Second)
+	assert.Equal(t, counted{paced: 3}, n, "t0+30s: a new window")
+	n, _ = step(45 * time.Second)
+	assert.Equal(t, counted{}, n, "t0+45s")
+	n, _ = step(60 * time.Second)
+	assert.Equal(t, counted{paced: 1}, n, "t0+60s: the last one")
+	for ref, o := range c.objs {
+		assert.NotEqual(t, "c", o.Shard, ref)
+	}
+}
+
+// assignWithFailures returns a Mover set to assign three new GitRepos to a:
+// "fine" and the ones named in fail, whose patches fail with their errors.
+func assignWithFailures(t *testing.T, fail map[string]error) (*fakeCluster, *record.FakeRecorder, *time.Time, *Mover) {
+	t.Helper()
+	c := newFakeCluster(gitrepo("fine", ""))
+	for name, err := range fail {
+		c.add(gitrepo(name, ""))
+		c.fail[name] = err
+	}
+	rec := record.NewFakeRecorder(10)
+	clock := t0
+	p := testMover(c, rec, &clock)
+	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a"}})
+	return c, rec, &clock, p
+}
+
+// assignments returns how many assignments ended in result (moved,
+// conflict, error) since it was called.
+func assignments(result string) func() float64 {
+	counter := metrics.PlacementMoves.WithLabelValues(string(balance.Assign), result)
+	before := testutil.ToFloat64(counter)
+	return func() float64 { return testutil.ToFloat64(counter) - before }
+}
+
+func TestRoundConflictsAreDecidedAgain(t *testing.T) {
+	c, rec, clock, p := assignWithFailures(t, map[string]error{
+		"changed": apierrors.NewConflict(fleetGVR("gitrepos").GroupResource(), "changed", errors.New("the object has been modified")),
+		"gone":    apierrors.NewNotFound(fleetGVR("gitrepos").GroupResource(), "gone"),
+	})
+	conflicts, errs := assignments("conflict"), assignments("error")
+
+	next := p.round(context.Background())
+	assert.Len(t, c.takePatches(t), 3)
+	assert.Equal(t, retryAfter, next, "the caches have caught up by then")
+	assert.Equal(t, []string{"Normal ObjectsMoved placement moved 1 objects (1 assigned) to a: 1; " +
+		"2 changed since they were read and are decided again"}, events(rec), "a conflict is no failure")
+	assert.Equal(t, 2.0, conflicts())
+	assert.Equal(t, 0.0, errs())
+
+	delete(c.fail, "changed")
+	*clock = clock.Add(retryAfter)
+	p.round(context.Background())
+	assert.Contains(t, c.takePatches(t), "gitrepos apps/changed", "the next round decides again from the cache")
+}
+
+func TestRoundErrorsAreReportedOnce(t *testing.T) {
+	_, rec, _, p := assignWithFailures(t, map[string]error{
+		"forbidden": apierrors.NewForbidden(fleetGVR("gitrepos").GroupResource(), "forbidden", errors.New("no patch")),
+		"broken":    errors.New("connection reset"),
+	})
+	errs, moved := assignments("error"), assignments("moved")
+
+	next := p.round(context.Background())
+	assert.Equal(t, retryAfter, next)
+	got := events(rec)
+	require.Len(t, got, 2, "%q", got)
+	assert.Equal(t, "Normal ObjectsMoved placement moved 1 objects (1 assigned) to a: 1", got[0])
+	assert.True(t, strings.HasPrefix(got[1], "Warning PlacementFailed 2 objects could not be relabelled; retrying: "), got[1])
+	assert.Contains(t, got[1], "apps/forbidden")
+	assert.Contains(t, got[1], "connection reset")
+	assert.Equal(t, 2.0, errs())
+	assert.Equal(t, 1.0, moved())
+}
+
+func TestRoundBumpsGitReposWithBundles(t *testing.T) {
+	c := newFakeCluster(
+		gitrepo("with-bundles", "c"),
+		gitrepo("fresh", "c"),
+		mapped.Object{Kind: "bundles", Namespace: "apps", Name: "with-bundles-app", ResourceVersion: "3", Shard: "c", Labelled: true,
+			Derived: true, Labels: labels.Set{"fleet.cattle.io/repo-name": "with-bundles"}},
+	)
+	for _, name := range []string{"with-bundles", "fresh"} {
+		c.full["gitrepos apps/"+name] = &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "fleet.cattle.io/v1alpha1", "kind": "GitRepo",
+			"metadata": map[string]any{"name": name, "namespace": "apps", "resourceVersion": "10"},
+			"spec":     map[string]any{"forceSyncGeneration": int64(3)},
+		}}
+	}
+	rec := record.NewFakeRecorder(10)
+	clock := t0
+	p := testMover(c, rec, &clock)
+	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a", "b"}, Draining: []string{"c"}})
+
+	p.round(context.Background())
+	patches := c.takePatches(t)
+	require.Contains(t, patches, "gitrepos apps/with-bundles")
+	require.Contains(t, patches, "gitrepos apps/fresh")
+	assert.Equal(t, []string{"gitrepos apps/with-bundles"}, c.gets, "only a GitRepo with Bundles is read")
+	with := patches["gitrepos apps/with-bundles"]
+	assert.Equal(t, map[string]any{"forceSyncGeneration": float64(4)}, with.body["spec"], "the bump goes in the same write as the label")
+	assert.Equal(t, "10", with.body["metadata"].(map[string]any)["resourceVersion"])
+	assert.NotContains(t, patches["gitrepos apps/fresh"].body, "spec", "a GitRepo without Bundles has nothing to carry along")
+}
+
+func TestRoundNeverPatchesDerivedKinds(t *testing.T) {
+	c := newFakeCluster(
+		gitrepo("repo", "c"),
+		// Placed by placement once, so not pinned, on the draining shard.
+		mapped.Object{Kind: "bundles", Namespace: "apps", Name: "repo-app", ResourceVersion: "3", Shard: "c", Labelled: true, AssignedShard: "c",
+			Derived: true, Labels: labels.Set{"fleet.cattle.io/repo-name": "repo"}},
+		mapped.Object{Kind: "bundles", Namespace: "apps", Name: "unlabelled", ResourceVersion: "4", Derived: true},
+		mapped.Object{Kind: "bundledeployments", Namespace: "cluster-1", Name: "repo-app", ResourceVersion: "5", Shard: "c", Labelled: true, AssignedShard: "c", Derived: true},
+	)
+	c.full["gitrepos apps/repo"] = &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "repo", "namespace": "apps", "resourceVersion": "10"},
+	}}
+	rec := record.NewFakeRecorder(10)
+	clock := t0
+	p := testMover(c, rec, &clock)
+	// One move per interval: a Bundle that took part in the plan would take
+	// it (its key sorts first) and leave the GitRepo on the draining shard.
+	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, "maxMoves: 1"), Targets: []string{"a", "b"}, Draining: []string{"c"}})
+
+	p.round(context.Background())
+	refs := slices.Sorted(maps.Keys(c.takePatches(t)))
+	assert.Equal(t, []string{"gitrepos apps/repo"}, refs, "Bundles follow their GitRepo; placement never writes them")
+}
+
+func TestRoundDoesNothingUnlessEnabledAndSynced(t *testing.T) {
+	disabled := parsePlacement(t, "")
+	disabled.Enabled = false
+	for name, tc := range map[string]struct {
+		st       State
+		unsynced bool
+		next     time.Duration
+	}{
+		"disabled":     {st: State{ConfigMap: shardCM, Placement: disabled, Targets: []string{"a"}, Draining: []string{"c"}}, next: time.Hour},
+		"not synced":   {st: State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a"}, Draining: []string{"c"}}, unsynced: true, next: retryAfter},
+		"no configmap": {st: State{Placement: parsePlacement(t, ""), Targets: []string{"a"}, Draining: []string{"c"}}, next: retryAfter},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newFakeCluster(gitrepo("new", ""), gitrepo("leaving", "c"))
+			c.synced = !tc.unsynced
+			rec := record.NewFakeRecorder(10)
+			clock := t0
+			p := testMover(c, rec, &clock)
+			p.Set(tc.st)
+			assert.Equal(t, tc.next, p.round(context.Background()))
+			assert.Empty(t, c.takePatches(t))
+			assert.Empty(t, c.gets)
+			assert.Zero(t, c.reads, "the caches are not even listed")
+			assert.Empty(t, events(rec))
+		})
+	}
 }

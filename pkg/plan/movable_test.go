@@ -60,8 +60,8 @@ func TestPlacementDrainsARemovedShard(t *testing.T) {
 	p, _ := w.decidePlaced("a,b", "", "")
 	w.converge(p)
 	w.rollOut()
-	w.mapped.objects["b"] = map[string][]string{"gitrepos": {"x/1", "x/2"}}
-	w.mapped.placed = map[string]bool{"x/1": true, "x/2": true}
+	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"x/1", "x/2"}}
+	w.mapped.Placed = map[string]bool{"x/1": true, "x/2": true}
 
 	p, err := w.decidePlaced("a", "", "")
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestPlacementDrainsARemovedShard(t *testing.T) {
 	assert.Contains(t, b.Message, "2 objects left")
 
 	// One object was relabelled by a person: it pins the shard.
-	delete(w.mapped.placed, "x/2")
+	delete(w.mapped.Placed, "x/2")
 	p, err = w.decidePlaced("a", "", "")
 	require.NoError(t, err)
 	b = byID(p)["b"]
@@ -84,7 +84,7 @@ func TestPlacementDrainsARemovedShard(t *testing.T) {
 	assert.Equal(t, []string{"b"}, p.Draining, "the movable objects still leave")
 
 	// Out of scope counts as pinned too.
-	w.mapped.placed["x/2"] = true
+	w.mapped.Placed["x/2"] = true
 	p, err = w.decidePlaced("a", "namespaces: [y]", "")
 	require.NoError(t, err)
 	assert.Equal(t, status.StateBlocked, byID(p)["b"].State)
@@ -97,7 +97,7 @@ func TestPlacementDrainsARemovedShard(t *testing.T) {
 	assert.Equal(t, []string{"fleet-controller-shard-a", "gitjob-shard-a"}, kinds(p)[Delete], "a is empty and goes; b is kept")
 
 	// Empty: deleted.
-	delete(w.mapped.objects, "b")
+	delete(w.mapped.Objects, "b")
 	p, err = w.decidePlaced("a", "", "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"fleet-controller-shard-b", "gitjob-shard-b"}, kinds(p)[Delete])
@@ -108,8 +108,8 @@ func TestDrainAnnotationKeepsTheListedShard(t *testing.T) {
 	p, _ := w.decidePlaced("a,b", "", "")
 	w.converge(p)
 	w.rollOut()
-	w.mapped.objects["b"] = map[string][]string{"helmreleases": {"x/1"}}
-	w.mapped.placed = map[string]bool{"x/1": true}
+	w.mapped.Objects["b"] = map[string][]string{"helmreleases": {"x/1"}}
+	w.mapped.Placed = map[string]bool{"x/1": true}
 
 	p, err := w.decidePlaced("a,b", "", "b")
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestDrainAnnotationKeepsTheListedShard(t *testing.T) {
 	assert.Equal(t, status.StateDraining, byID(p)["b"].State)
 	assert.Contains(t, byID(p)["b"].Message, "until it is removed from the list")
 
-	delete(w.mapped.objects, "b")
+	delete(w.mapped.Objects, "b")
 	p, err = w.decidePlaced("a,b", "", "b")
 	require.NoError(t, err)
 	assert.Equal(t, status.StateDrained, byID(p)["b"].State)
@@ -128,7 +128,7 @@ func TestDrainAnnotationKeepsTheListedShard(t *testing.T) {
 func TestAutoShards(t *testing.T) {
 	w := newWorld(t)
 	for i := range 250 {
-		w.mapped.unlabelled = append(w.mapped.unlabelled, fmt.Sprintf("x/%d", i))
+		w.mapped.Unlabelled = append(w.mapped.Unlabelled, fmt.Sprintf("x/%d", i))
 	}
 	p, err := w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
 	require.NoError(t, err)
@@ -136,15 +136,15 @@ func TestAutoShards(t *testing.T) {
 	w.converge(p)
 
 	// 20% more objects than 3 shards hold is needed to grow.
-	w.mapped.unlabelled = w.mapped.unlabelled[:200]
+	w.mapped.Unlabelled = w.mapped.Unlabelled[:200]
 	for i := range 150 {
-		w.mapped.unlabelled = append(w.mapped.unlabelled, fmt.Sprintf("y/%d", i))
+		w.mapped.Unlabelled = append(w.mapped.Unlabelled, fmt.Sprintf("y/%d", i))
 	}
 	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"shard-0", "shard-1", "shard-2"}, ids(p), "350 is under 120%% of 300")
 	for i := range 50 {
-		w.mapped.unlabelled = append(w.mapped.unlabelled, fmt.Sprintf("z/%d", i))
+		w.mapped.Unlabelled = append(w.mapped.Unlabelled, fmt.Sprintf("z/%d", i))
 	}
 	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
 	require.NoError(t, err)
@@ -154,9 +154,9 @@ func TestAutoShards(t *testing.T) {
 	// Deployments while objects are on it.
 	w.converge(p)
 	w.rollOut()
-	w.mapped.unlabelled = nil
-	w.mapped.objects["shard-3"] = map[string][]string{"gitrepos": {"x/1"}}
-	w.mapped.placed = map[string]bool{"x/1": true}
+	w.mapped.Unlabelled = nil
+	w.mapped.Objects["shard-3"] = map[string][]string{"gitrepos": {"x/1"}}
+	w.mapped.Placed = map[string]bool{"x/1": true}
 	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
 	require.NoError(t, err)
 	assert.Equal(t, status.StateDraining, byID(p)["shard-3"].State)
@@ -165,7 +165,7 @@ func TestAutoShards(t *testing.T) {
 	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-shard-3")
 
 	// Before the caches have synced nothing is resized.
-	w.mapped.synced = false
+	w.mapped.Unsynced = true
 	p, err = w.decidePlaced("auto", "objectsPerShard: 100\nmaxShards: 4", "")
 	require.NoError(t, err)
 	assert.Empty(t, p.Actions)

@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -25,86 +23,18 @@ import (
 
 const ns = "cattle-fleet-system"
 
-// fakeMapped is a fixed table of mapped objects: shard -> kind -> names
-// ("namespace/name"). The objects named in placed were labelled by
-// placement; unlabelled objects are listed apart.
-type fakeMapped struct {
-	synced     bool
-	objects    map[string]map[string][]string
-	placed     map[string]bool
-	unlabelled []string
-}
-
-func (f fakeMapped) object(kind, key, shard string, labelled bool) mapped.Object {
-	ns, name, _ := strings.Cut(key, "/")
-	o := mapped.Object{Kind: kind, Namespace: ns, Name: name, Shard: shard, Labelled: labelled, Weight: 1}
-	if f.placed[key] {
-		o.AssignedShard = shard
-	}
-	return o
-}
-func (f fakeMapped) MappedTo(shard string) []mapped.Object {
-	var out []mapped.Object
-	for _, kind := range slices.Sorted(maps.Keys(f.objects[shard])) {
-		for _, key := range f.objects[shard][kind] {
-			out = append(out, f.object(kind, key, shard, true))
-		}
-	}
-	return out
-}
-func (f fakeMapped) All() []mapped.Object {
-	var out []mapped.Object
-	for _, shard := range slices.Sorted(maps.Keys(f.objects)) {
-		out = append(out, f.MappedTo(shard)...)
-	}
-	for _, key := range f.unlabelled {
-		out = append(out, f.object("gitrepos", key, "", false))
-	}
-	return out
-}
-
-func (f fakeMapped) Synced() bool { return f.synced }
-func (f fakeMapped) Counts(shard string) map[string]int {
-	out := map[string]int{}
-	for kind, names := range f.objects[shard] {
-		out[kind] = len(names)
-	}
-	return out
-}
-func (f fakeMapped) Sample(shard string, n int) []string {
-	var out []string
-	for kind, names := range f.objects[shard] {
-		for _, name := range names {
-			out = append(out, kind+" "+name)
-		}
-	}
-	sort.Strings(out)
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
-}
-func (f fakeMapped) Shards() []string {
-	var out []string
-	for id := range f.objects {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
-}
-
 type world struct {
 	t       *testing.T
 	sources []SourceState
 	deps    map[string]*appsv1.Deployment
 	svcs    map[string]*corev1.Service
-	mapped  fakeMapped
+	mapped  fixture.MappedTable
 }
 
 func newWorld(t *testing.T) *world {
 	set, err := source.Build(source.Options{Presets: []string{"fleet"}, FleetNamespace: ns})
 	require.NoError(t, err)
-	w := &world{t: t, deps: map[string]*appsv1.Deployment{}, svcs: map[string]*corev1.Service{}, mapped: fakeMapped{synced: true, objects: map[string]map[string][]string{}}}
+	w := &world{t: t, deps: map[string]*appsv1.Deployment{}, svcs: map[string]*corev1.Service{}, mapped: fixture.MappedTable{Objects: map[string]map[string][]string{}}}
 	lives := map[string]*appsv1.Deployment{"fleet-controller": fixture.FleetController(ns), "gitjob": fixture.Gitjob(ns)} // no helmops: an older Fleet
 	for _, s := range set.Sources {
 		live := lives[s.Name]
@@ -130,29 +60,31 @@ func (w *world) decide(shards, force string) (Plan, error) {
 // converge applies the plan's actions to the world, as the API server would.
 func (w *world) converge(p Plan) {
 	for _, a := range p.Actions {
-		if a.Service != nil {
-			key := a.Service.Namespace + "/" + a.Service.Name
-			switch a.Kind {
-			case Create, Update:
-				svc := a.Service.DeepCopy()
-				svc.UID = types.UID("uid-" + svc.Name)
-				w.svcs[key] = svc
-			case Delete:
-				delete(w.svcs, key)
-			}
-			continue
-		}
-		key := a.Deployment.Namespace + "/" + a.Deployment.Name
-		switch a.Kind {
-		case Create, Update:
-			d := a.Deployment.DeepCopy()
-			d.UID = types.UID("uid-" + d.Name)
-			w.deps[key] = d
-		case Delete:
-			delete(w.deps, key)
-		case Replace:
+		switch {
+		case a.Service != nil:
+			storeWrite(w.svcs, a.Kind, a.Service)
+		case a.Kind == Replace:
 			delete(w.deps, a.Existing.Namespace+"/"+a.Existing.Name)
+		default:
+			storeWrite(w.deps, a.Kind, a.Deployment)
 		}
+	}
+}
+
+// storeWrite applies a create, update or delete of o to objs; a written
+// object gets a UID, as from the API server.
+func storeWrite[T interface {
+	metav1.Object
+	DeepCopy() T
+}](objs map[string]T, kind ActionKind, o T) {
+	key := o.GetNamespace() + "/" + o.GetName()
+	switch kind {
+	case Create, Update:
+		stored := o.DeepCopy()
+		stored.SetUID(types.UID("uid-" + stored.GetName()))
+		objs[key] = stored
+	case Delete:
+		delete(objs, key)
 	}
 }
 
@@ -230,7 +162,7 @@ func TestRemovalGuard(t *testing.T) {
 	w := newWorld(t)
 	p, _ := w.decide("a,b", "")
 	w.converge(p)
-	w.mapped.objects["b"] = map[string][]string{"gitrepos": {"team1/repo1", "team1/repo2"}, "helmops": {"team2/op"}}
+	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"team1/repo1", "team1/repo2"}, "helmops": {"team2/op"}}
 
 	p, err := w.decide("a", "")
 	require.NoError(t, err)
@@ -244,8 +176,8 @@ func TestRemovalGuard(t *testing.T) {
 	assert.Contains(t, b.Message, "kubectl -n cattle-fleet-system annotate configmap shardkeeper shardkeeper.io/force-delete=b")
 
 	// Not synced: nothing is deleted, even with no object mapped.
-	w.mapped.objects = map[string]map[string][]string{}
-	w.mapped.synced = false
+	w.mapped.Objects = map[string]map[string][]string{}
+	w.mapped.Unsynced = true
 	p, err = w.decide("a", "*")
 	require.NoError(t, err)
 	assert.Empty(t, p.Actions)
@@ -253,7 +185,7 @@ func TestRemovalGuard(t *testing.T) {
 	assert.False(t, p.ForceChanged, `"*" waits until it can act`)
 
 	// Synced and empty: deleted.
-	w.mapped.synced = true
+	w.mapped.Unsynced = false
 	p, err = w.decide("a", "")
 	require.NoError(t, err)
 	assert.Equal(t, map[ActionKind][]string{Delete: {"fleet-controller-shard-b", "gitjob-shard-b"}}, kinds(p))
@@ -266,8 +198,8 @@ func TestForce(t *testing.T) {
 	w := newWorld(t)
 	p, _ := w.decide("a,b,c", "")
 	w.converge(p)
-	w.mapped.objects["b"] = map[string][]string{"gitrepos": {"x/y"}}
-	w.mapped.objects["c"] = map[string][]string{"gitrepos": {"x/z"}}
+	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"x/y"}}
+	w.mapped.Objects["c"] = map[string][]string{"gitrepos": {"x/z"}}
 
 	p, err := w.decide("a", "b")
 	require.NoError(t, err)
@@ -368,7 +300,7 @@ func TestUnknownAndNotShardAware(t *testing.T) {
 		Config:      shardconfig.Config{Shards: []shardconfig.Shard{{ID: "a"}}},
 		Sources:     []SourceState{{Source: set.Sources[0], Live: live}},
 		Deployments: map[string]*appsv1.Deployment{"flux-system/helm-controller": live},
-		Mapped:      fakeMapped{synced: true, objects: map[string]map[string][]string{"a": {"helmreleases": {"x/1"}}, "typo": {"helmreleases": {"x/2", "x/3"}}}},
+		Mapped:      fixture.MappedTable{Objects: map[string]map[string][]string{"a": {"helmreleases": {"x/1"}}, "typo": {"helmreleases": {"x/2", "x/3"}}}},
 	}
 	p, err := Decide(in)
 	require.NoError(t, err)
@@ -396,4 +328,268 @@ func TestReady(t *testing.T) {
 	assert.True(t, ready(d))
 	d.Generation = 3
 	assert.False(t, ready(d), "a spec not yet observed is not ready")
+}
+
+// withMetricsServices gives the world Fleet's monitoring-* Services.
+func (w *world) withMetricsServices() *world {
+	for _, svc := range fixture.FleetMetricsServices(ns) {
+		w.svcs[ns+"/"+svc.Name] = svc
+	}
+	for i := range w.sources {
+		w.sources[i].LiveService = w.svcs[w.sources[i].Source.ServiceKey()]
+	}
+	return w
+}
+
+func (w *world) service(name string) *corev1.Service { return w.svcs[ns+"/"+name] }
+
+func TestShardMetricsServices(t *testing.T) {
+	w := newWorld(t).withMetricsServices()
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fleet-controller-shard-a", "gitjob-shard-a", "monitoring-fleet-controller-shard-a", "monitoring-gitjob-shard-a"}, kinds(p)[Create],
+		"a Service for each source that has one, as Fleet's chart renders for a shard")
+	w.converge(p)
+
+	svc := w.service("monitoring-fleet-controller-shard-a")
+	require.NotNil(t, svc)
+	assert.Equal(t, map[string]string{"app": "fleet-controller", source.FleetShardIDLabel: "a"}, svc.Spec.Selector,
+		"exactly the shard's pods, as Fleet's chart selects them")
+	assert.Equal(t, fixture.FleetMetricsServices(ns)[0].Spec.Ports, svc.Spec.Ports)
+	assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
+	assert.Equal(t, render.ManagedByValue, svc.Labels[render.ManagedByLabel])
+	assert.Equal(t, "a", svc.Labels[render.ShardLabel])
+	assert.Equal(t, "fleet-controller", svc.Labels["app"])
+	assert.NotContains(t, svc.Annotations, "meta.helm.sh/release-name", "not part of Fleet's release")
+	rendered := w.deps[ns+"/fleet-controller-shard-a"]
+	assert.Equal(t, "a", rendered.Spec.Template.Labels[source.FleetShardIDLabel])
+	assert.NotContains(t, rendered.Spec.Template.Labels, source.FleetShardDefaultLabel, "the unsharded Service must not select the shard's pods")
+
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions, "steady")
+
+	// The source Service changes: every copy follows.
+	src := w.service("monitoring-gitjob").DeepCopy()
+	src.Spec.Ports[0].Port = 9090
+	w.svcs[ns+"/monitoring-gitjob"] = src
+	w.sources[1].LiveService = src
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"monitoring-gitjob-shard-a"}, kinds(p)[Update])
+	assert.False(t, p.Actions[0].Restore, "a source change is a rollout")
+	w.converge(p)
+
+	// Deleted by hand: restored.
+	delete(w.svcs, ns+"/monitoring-gitjob-shard-a")
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"monitoring-gitjob-shard-a"}, kinds(p)[Create])
+	assert.True(t, p.Actions[0].Restore)
+	w.converge(p)
+
+	// Edited by hand: restored.
+	edited := w.service("monitoring-gitjob-shard-a").DeepCopy()
+	edited.Spec.Selector = map[string]string{"app": "gitjob"}
+	w.svcs[ns+"/monitoring-gitjob-shard-a"] = edited
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"monitoring-gitjob-shard-a"}, kinds(p)[Update])
+	assert.True(t, p.Actions[0].Restore)
+	w.converge(p)
+
+	// Blocked: the Services stay with the Deployments.
+	w.mapped.Objects["a"] = map[string][]string{"gitrepos": {"x/1"}}
+	p, err = w.decide("b", "")
+	require.NoError(t, err)
+	assert.NotContains(t, kinds(p)[Delete], "monitoring-gitjob-shard-a")
+	assert.Contains(t, kinds(p)[Create], "monitoring-gitjob-shard-b")
+
+	// Removed: deleted with the shard, with preconditions from the cache.
+	delete(w.mapped.Objects, "a")
+	p, err = w.decide("b", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fleet-controller-shard-a", "gitjob-shard-a", "monitoring-fleet-controller-shard-a", "monitoring-gitjob-shard-a"}, kinds(p)[Delete])
+}
+
+func TestShardMetricsServiceConflictAndAdoption(t *testing.T) {
+	w := newWorld(t).withMetricsServices()
+	// As Fleet's chart renders a static shard's Service.
+	static := fixture.FleetMetricsServices(ns)[0].DeepCopy()
+	static.Name = "monitoring-fleet-controller-shard-a"
+	static.Spec.Selector = map[string]string{"app": "fleet-controller", source.FleetShardIDLabel: "a"}
+	static.Spec.ClusterIP = "10.0.0.7"
+	w.svcs[ns+"/"+static.Name] = static
+
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.NotContains(t, kinds(p)[Create], static.Name)
+	assert.NotContains(t, kinds(p)[Update], static.Name, "an unmanaged Service is never touched")
+	assert.Equal(t, status.StateConflict, p.Shards[0].State)
+	assert.Contains(t, p.Shards[0].Message, "Service "+ns+"/"+static.Name)
+	assert.Contains(t, conflictsIn(p.Shards[0]), "Service "+ns+"/"+static.Name)
+
+	// Handed over by its label: adopted in place, its cluster IP kept.
+	static.Labels[render.ManagedByLabel] = render.ManagedByValue
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, status.StateActive, p.Shards[0].State)
+	for _, a := range p.Actions {
+		if a.Service != nil && a.Service.Name == static.Name {
+			assert.Equal(t, Update, a.Kind)
+			upd := render.UpdatedService(a.Service, a.ExistingService)
+			assert.Equal(t, "10.0.0.7", upd.Spec.ClusterIP)
+			assert.Equal(t, "a", upd.Labels[render.ShardLabel])
+		}
+	}
+}
+
+func TestNoServiceWithoutSourceService(t *testing.T) {
+	w := newWorld(t) // Fleet with metrics disabled: no monitoring-* Services
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	for _, a := range p.Actions {
+		assert.Nil(t, a.Service, "no source Service, no shard Service")
+	}
+}
+
+func fluxWorld(t *testing.T, shardAware bool) *world {
+	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
+	require.NoError(t, err)
+	live := fixture.HelmController("flux-system", shardAware)
+	return &world{t: t, sources: []SourceState{{Source: set.Sources[0], Live: live}},
+		deps:   map[string]*appsv1.Deployment{"flux-system/helm-controller": live},
+		svcs:   map[string]*corev1.Service{},
+		mapped: fixture.MappedTable{Objects: map[string]map[string][]string{}}}
+}
+
+func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
+	w := fluxWorld(t, false)
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions, "a copy beside a main controller that watches everything would be a second controller on every object")
+	require.Len(t, p.Shards, 1)
+	assert.Equal(t, status.StatePending, p.Shards[0].State)
+	assert.Contains(t, p.Shards[0].Message, "helm-controller-shard-a not created")
+	assert.Empty(t, p.Targets)
+	require.Len(t, p.NotShardAware, 1)
+
+	// Once the main controller has the selector, the copy is created.
+	aware := fixture.HelmController("flux-system", true)
+	w.deps["flux-system/helm-controller"], w.sources[0].Live = aware, aware
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"helm-controller-shard-a"}, kinds(p)[Create])
+	assert.Equal(t, status.StateActive, p.Shards[0].State)
+	assert.Empty(t, p.NotShardAware)
+	w.converge(p)
+
+	// The selector is dropped again (an upgrade lost the patch): the copy
+	// is left as it is, even though the source changed, and the warning
+	// stands.
+	lost := fixture.HelmController("flux-system", false)
+	lost.Spec.Template.Spec.Containers[0].Image = "example/helm-controller:next"
+	w.deps["flux-system/helm-controller"], w.sources[0].Live = lost, lost
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions)
+	assert.Len(t, p.NotShardAware, 1)
+	assert.Equal(t, status.StateActive, p.Shards[0].State, "the copy exists: the shard is served")
+
+	// A removed shard is still deleted.
+	p, err = w.decide("[]", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"helm-controller-shard-a"}, kinds(p)[Delete])
+}
+
+func TestJobPlacementMismatch(t *testing.T) {
+	w := newWorld(t)
+	in := func(shards string) Input {
+		return Input{Config: w.config(shards, ""), Sources: w.sources, Deployments: w.deps}
+	}
+	gpu := "- id: gpu-pool\n  nodeSelector: {pool: gpu}\n  tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]\n"
+	msg := jobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0])
+	assert.Contains(t, msg, "gpu-pool")
+	assert.Contains(t, msg, "dedicated=gpu:NoSchedule")
+	assert.Contains(t, msg, ns+"/fleet-controller")
+	assert.Contains(t, msg, "tolerations and nodeSelector")
+	assert.NotContains(t, msg, "pool=gpu", "a key fleet-controller does not set reaches the Job through --shard-node-selector")
+
+	// Fleet's chart values give fleet-controller the toleration: the Jobs have it.
+	fc := w.deps[ns+"/fleet-controller"].DeepCopy()
+	fc.Spec.Template.Spec.Tolerations = append(fc.Spec.Template.Spec.Tolerations,
+		corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists})
+	w.deps[ns+"/fleet-controller"] = fc
+	assert.Empty(t, jobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0]))
+
+	// fleet-controller's node selector wins on the same key.
+	fc.Spec.Template.Spec.NodeSelector["pool"] = "default"
+	msg = jobPlacementMismatch(in(gpu), in(gpu).Config.Shards[0])
+	assert.Contains(t, msg, "pool=gpu (fleet-controller's pool=default wins)")
+
+	// The tolerations gitjob always gives its Jobs count too.
+	linux := "- id: l\n  tolerations: [{key: cattle.io/os, operator: Equal, value: linux, effect: NoSchedule}]\n"
+	assert.Empty(t, jobPlacementMismatch(in(linux), in(linux).Config.Shards[0]))
+
+	// The mismatch is in the shard's status, and the shard is created anyway.
+	fc.Spec.Template.Spec.NodeSelector["pool"] = "gpu"
+	fc.Spec.Template.Spec.Tolerations = fc.Spec.Template.Spec.Tolerations[:1]
+	p, err := w.decide(gpu, "")
+	require.NoError(t, err)
+	assert.Contains(t, p.Shards[0].JobPlacement, "dedicated=gpu:NoSchedule")
+	assert.Contains(t, kinds(p)[Create], "gitjob-shard-gpu-pool")
+
+	// Without a gitjob source there are no git Jobs to warn about.
+	noGitjob := Input{Config: w.config(gpu, ""), Sources: w.sources[:1], Deployments: w.deps}
+	assert.Empty(t, jobPlacementMismatch(noGitjob, noGitjob.Config.Shards[0]))
+}
+
+func TestActionRef(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "d"}}
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "s"}}
+	assert.Equal(t, "Deployment n/d", Action{Deployment: d}.Ref())
+	assert.Equal(t, "Service n/s", Action{Service: s}.Ref())
+	assert.Equal(t, types.UID(""), Action{Service: s}.Object().GetUID())
+}
+
+func TestBundlesBlockAndFollow(t *testing.T) {
+	w := newWorld(t)
+	p, _ := w.decide("a", "")
+	w.converge(p)
+	// The GitRepo moved to b by hand; its Bundle and BundleDeployment still
+	// point at a until it is applied again.
+	w.mapped.Objects["a"] = map[string][]string{"bundles": {"fleet-default/repo-x"}, "bundledeployments": {"cluster-ns/repo-x"}}
+	p, err := w.decide("b", "")
+	require.NoError(t, err)
+	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-a")
+	require.Equal(t, status.StateBlocked, p.Shards[0].State)
+	assert.Contains(t, p.Shards[0].Message, "1 bundledeployments, 1 bundles")
+	assert.Contains(t, p.Shards[0].Message, "forceSyncGeneration")
+
+	// With placement, a drain waits for them, but they are not pinned.
+	cfg, err := shardconfig.Parse(map[string]string{shardconfig.ShardsKey: "b", "placement": ""}, nil, nil)
+	require.NoError(t, err)
+	p, err = Decide(Input{Config: cfg, Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: derivedMapped{w.mapped},
+		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}})
+	require.NoError(t, err)
+	var a status.ShardStatus
+	for _, s := range p.Shards {
+		if s.ID == "a" {
+			a = s
+		}
+	}
+	assert.Equal(t, status.StateDraining, a.State, "Bundles follow their GitRepo; they pin nothing")
+	assert.NotContains(t, kinds(p)[Delete], "gitjob-shard-a")
+}
+
+// derivedMapped marks the Bundles and BundleDeployments as derived, as the
+// mapped-object cache does for the Fleet preset.
+type derivedMapped struct{ fixture.MappedTable }
+
+func (d derivedMapped) MappedTo(shard string) []mapped.Object {
+	out := d.MappedTable.MappedTo(shard)
+	for i := range out {
+		out[i].Derived = out[i].Kind == "bundles" || out[i].Kind == "bundledeployments"
+	}
+	return out
 }

@@ -49,25 +49,25 @@ maxShards: 8
 }
 
 func TestParsePlacementRejects(t *testing.T) {
-	for name, v := range map[string]string{
-		"not an object":   "- a\n- b",
-		"unknown field":   "shards: 3",
-		"bad selector":    "selector: 'team in ('",
-		"bad namespace":   "namespaces: [Apps]",
-		"zero threshold":  "threshold: 0",
-		"bad percentage":  "threshold: ten%",
-		"no percent sign": "threshold: '10'",
-		"negative moves":  "maxMoves: -1",
-		"short interval":  "interval: 10ms",
-		"bad duration":    "cooldown: soon",
-		"min above max":   "minShards: 5\nmaxShards: 2",
-		"too many shards": "maxShards: 100000",
-		"wrong type":      "maxMoves: many",
-		"zero per shard":  "objectsPerShard: 0",
-		"huge value":      "namespaces: [" + string(make([]byte, maxValueBytesPlacement)) + "]",
+	for _, tt := range []struct{ name, value string }{
+		{"not an object", "- a\n- b"},
+		{"unknown field", "shards: 3"},
+		{"bad selector", "selector: 'team in ('"},
+		{"bad namespace", "namespaces: [Apps]"},
+		{"zero threshold", "threshold: 0"},
+		{"bad percentage", "threshold: ten%"},
+		{"no percent sign", "threshold: '10'"},
+		{"negative moves", "maxMoves: -1"},
+		{"short interval", "interval: 10ms"},
+		{"bad duration", "cooldown: soon"},
+		{"min above max", "minShards: 5\nmaxShards: 2"},
+		{"too many shards", "maxShards: 100000"},
+		{"wrong type", "maxMoves: many"},
+		{"zero per shard", "objectsPerShard: 0"},
+		{"huge value", "namespaces: [" + string(make([]byte, maxValueBytesPlacement)) + "]"},
 	} {
-		_, err := ParsePlacement(v)
-		assert.Error(t, err, name)
+		_, err := ParsePlacement(tt.value)
+		assert.Error(t, err, tt.name)
 	}
 }
 

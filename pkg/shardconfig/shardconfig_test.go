@@ -57,48 +57,66 @@ func TestParseShardsPlacement(t *testing.T) {
 }
 
 func TestParseShardsRejects(t *testing.T) {
+	type input struct{ name, value string }
+	// The inputs are grouped by the part of the error message each must
+	// produce.
 	tests := []struct {
-		name, value, want string
+		want   string
+		inputs []input
 	}{
-		{"empty", "", "empty"},
-		{"whitespace", "  \n ", "empty"},
-		{"separators only", ",, ,", "no shard ID"},
-		{"yaml document marker", "---", "null"},
-		{"yaml null list", "- \n", "empty"},
-		{"uppercase", "Shard0", "invalid"},
-		{"underscore", "shard_0", "invalid"},
-		{"leading dash in list", "a,-b", "invalid"},
-		{"too long", strings.Repeat("a", maxIDLength+1), "characters long"},
-		{"duplicate", "a,b,a", "listed twice"},
-		{"duplicate yaml", "- a\n- id: a\n", "listed twice"},
-		{"bad yaml", "- [a\n", "not a valid YAML"},
-		{"unknown field", "- id: a\n  colour: red\n", "unknown field"},
-		{"forbidden image", "- id: a\n  image: evil:latest\n", "unknown field"},
-		{"forbidden command", "- id: a\n  command: [sh]\n", "unknown field"},
-		{"forbidden env", "- id: a\n  env: [{name: X}]\n", "unknown field"},
-		{"forbidden serviceAccount", "- id: a\n  serviceAccountName: admin\n", "unknown field"},
-		{"forbidden hostNetwork", "- id: a\n  hostNetwork: true\n", "unknown field"},
-		{"wrong type replicas", "- id: a\n  replicas: many\n", "not a valid YAML"},
-		{"negative replicas", "- id: a\n  replicas: -1\n", "replicas"},
-		{"too many replicas", "- id: a\n  replicas: 1000\n", "replicas"},
-		{"bad node selector key", "- id: a\n  nodeSelector: {\"bad key\": x}\n", "nodeSelector key"},
-		{"bad toleration operator", "- id: a\n  tolerations: [{key: k, operator: Near}]\n", "operator"},
-		{"resource claims", "- id: a\n  resources: {claims: [{name: gpu}]}\n", "claims"},
-		{"gpu resource", "- id: a\n  resources: {limits: {nvidia.com/gpu: 1}}\n", "not allowed"},
-		{"request above limit", "- id: a\n  resources: {requests: {memory: 2Gi}, limits: {memory: 1Gi}}\n", "above its limit"},
-		{"object without id", "- replicas: 1\n", "empty"},
-		{"map not list", "[{a: b}]", "unknown field"},
-		{"too many", strings.Repeat("s,", maxShards+1), "at most"},
-		{"too big", strings.Repeat("a", maxValueBytes+1), "bytes"},
-		{"alias bomb", "- &a [x,x,x,x,x,x,x,x,x]\n- &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n- &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n- &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n- &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n- &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n- &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n", "YAML"},
+		{"empty", []input{
+			{"empty", ""},
+			{"whitespace", "  \n "},
+			{"yaml null list", "- \n"},
+			{"object without id", "- replicas: 1\n"},
+		}},
+		{"no shard ID", []input{{"separators only", ",, ,"}}},
+		{"null", []input{{"yaml document marker", "---"}}},
+		{"invalid", []input{
+			{"uppercase", "Shard0"},
+			{"underscore", "shard_0"},
+			{"leading dash in list", "a,-b"},
+		}},
+		{"characters long", []input{{"too long", strings.Repeat("a", maxIDLength+1)}}},
+		{"listed twice", []input{
+			{"duplicate", "a,b,a"},
+			{"duplicate yaml", "- a\n- id: a\n"},
+		}},
+		{"not a valid YAML", []input{
+			{"bad yaml", "- [a\n"},
+			{"wrong type replicas", "- id: a\n  replicas: many\n"},
+		}},
+		{"unknown field", []input{
+			{"unknown field", "- id: a\n  colour: red\n"},
+			{"forbidden image", "- id: a\n  image: evil:latest\n"},
+			{"forbidden command", "- id: a\n  command: [sh]\n"},
+			{"forbidden env", "- id: a\n  env: [{name: X}]\n"},
+			{"forbidden serviceAccount", "- id: a\n  serviceAccountName: admin\n"},
+			{"forbidden hostNetwork", "- id: a\n  hostNetwork: true\n"},
+			{"map not list", "[{a: b}]"},
+		}},
+		{"replicas", []input{
+			{"negative replicas", "- id: a\n  replicas: -1\n"},
+			{"too many replicas", "- id: a\n  replicas: 1000\n"},
+		}},
+		{"nodeSelector key", []input{{"bad node selector key", "- id: a\n  nodeSelector: {\"bad key\": x}\n"}}},
+		{"operator", []input{{"bad toleration operator", "- id: a\n  tolerations: [{key: k, operator: Near}]\n"}}},
+		{"claims", []input{{"resource claims", "- id: a\n  resources: {claims: [{name: gpu}]}\n"}}},
+		{"not allowed", []input{{"gpu resource", "- id: a\n  resources: {limits: {nvidia.com/gpu: 1}}\n"}}},
+		{"above its limit", []input{{"request above limit", "- id: a\n  resources: {requests: {memory: 2Gi}, limits: {memory: 1Gi}}\n"}}},
+		{"at most", []input{{"too many", strings.Repeat("s,", maxShards+1)}}},
+		{"bytes", []input{{"too big", strings.Repeat("a", maxValueBytes+1)}}},
+		{"YAML", []input{{"alias bomb", "- &a [x,x,x,x,x,x,x,x,x]\n- &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n- &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n- &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n- &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n- &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n- &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"}}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseShards(tt.value)
-			require.Error(t, err)
-			assert.Nil(t, got)
-			assert.Contains(t, err.Error(), tt.want)
-		})
+		for _, in := range tt.inputs {
+			t.Run(in.name, func(t *testing.T) {
+				got, err := ParseShards(in.value)
+				require.Error(t, err)
+				assert.Nil(t, got)
+				assert.Contains(t, err.Error(), tt.want)
+			})
+		}
 	}
 }
 

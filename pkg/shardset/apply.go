@@ -112,52 +112,46 @@ func preconditions(o metav1.Object) *metav1.DeleteOptions {
 
 func (c *Controller) writeService(a plan.Action) error {
 	svc := a.Service
-	access, ok := c.services[svc.Namespace]
-	if !ok {
-		return fmt.Errorf("no Service client for namespace %s", svc.Namespace)
+	if a.Kind == plan.Update {
+		svc = render.UpdatedService(svc, a.ExistingService)
 	}
-	services := access.client
-	switch a.Kind {
-	case plan.Create:
-		_, err := services.Create(svc)
-		if apierrors.IsAlreadyExists(err) {
-			return nil // the cache is behind; its event brings the next reconcile
-		}
-		return err
-	case plan.Update:
-		_, err := services.Update(render.UpdatedService(svc, a.ExistingService))
-		return err
-	case plan.Delete:
-		return ignoreNotFound(services.Delete(svc.Namespace, svc.Name, preconditions(svc)))
-	}
-	return fmt.Errorf("unknown Service action %q", a.Kind)
+	return writeObject(c.services, "Service", a.Kind, svc)
 }
 
 func (c *Controller) writeDeployment(a plan.Action) error {
-	d := a.Deployment
-	access, ok := c.deployments[d.Namespace]
-	if !ok {
-		return fmt.Errorf("no Deployment client for namespace %s", d.Namespace)
+	d, kind := a.Deployment, a.Kind
+	switch kind {
+	case plan.Update:
+		d = render.UpdatedDeployment(d, a.Existing)
+	case plan.Replace:
+		// Only the existing Deployment is deleted: the next reconcile finds
+		// the rendered one missing and creates it.
+		d, kind = a.Existing, plan.Delete
 	}
-	deployments := access.client
+	return writeObject(c.deployments, "Deployment", kind, d)
+}
+
+// writeObject creates, updates or deletes obj through the client of its
+// namespace; what names its type in an error.
+func writeObject[T metav1.Object](byNS map[string]access[T], what string, kind plan.ActionKind, obj T) error {
+	a, ok := byNS[obj.GetNamespace()]
+	if !ok {
+		return fmt.Errorf("no %s client for namespace %s", what, obj.GetNamespace())
+	}
 	var err error
-	switch a.Kind {
+	switch kind {
 	case plan.Create:
-		_, err = deployments.Create(d)
+		_, err = a.client.Create(obj)
 		if apierrors.IsAlreadyExists(err) {
 			// The cache is behind; its event brings the next reconcile.
 			err = nil
 		}
 	case plan.Update:
-		_, err = deployments.Update(render.UpdatedDeployment(d, a.Existing))
-	case plan.Replace, plan.Delete:
-		target := d
-		if a.Kind == plan.Replace {
-			target = a.Existing
-		}
-		err = ignoreNotFound(deployments.Delete(target.Namespace, target.Name, preconditions(target)))
+		_, err = a.client.Update(obj)
+	case plan.Delete:
+		err = ignoreNotFound(a.client.Delete(obj.GetNamespace(), obj.GetName(), preconditions(obj)))
 	default:
-		err = fmt.Errorf("unknown action %q", a.Kind)
+		err = fmt.Errorf("unknown %s action %q", what, kind)
 	}
 	return err
 }

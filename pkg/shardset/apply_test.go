@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 )
@@ -134,10 +135,7 @@ func TestUpdateKeepsOthersMetadataAndSetsRendered(t *testing.T) {
 		e := newEnv(t, Options{}, []*appsv1.Deployment{existingDeployment}, nil)
 		require.NoError(t, e.c.write(plan.Action{Kind: plan.Update, Shard: "a", Deployment: renderedDeployment, Existing: existingDeployment}))
 
-		calls := e.deployments.requests()
-		require.Len(t, calls, 1)
-		require.Equal(t, "update", calls[0].Verb)
-		sent := calls[0].Object
+		sent := onlyUpdate(t, e.deployments)
 		assert.Equal(t, wantLabels, sent.Labels)
 		assert.Equal(t, map[string]string{render.SpecHashAnnotation: "hash-a", "deployment.kubernetes.io/revision": "3"}, sent.Annotations)
 		assert.Equal(t, renderedDeployment.Spec, sent.Spec)
@@ -149,10 +147,7 @@ func TestUpdateKeepsOthersMetadataAndSetsRendered(t *testing.T) {
 		e := newEnv(t, Options{}, nil, []*corev1.Service{existingService})
 		require.NoError(t, e.c.write(plan.Action{Kind: plan.Update, Shard: "a", Service: renderedService, ExistingService: existingService}))
 
-		calls := e.services.requests()
-		require.Len(t, calls, 1)
-		require.Equal(t, "update", calls[0].Verb)
-		sent := calls[0].Object
+		sent := onlyUpdate(t, e.services)
 		assert.Equal(t, wantLabels, sent.Labels)
 		assert.Equal(t, map[string]string{render.SpecHashAnnotation: "svc-hash-a", "prometheus.io/scrape": "true"}, sent.Annotations)
 		assert.Equal(t, renderedService.Spec.Selector, sent.Spec.Selector)
@@ -160,6 +155,15 @@ func TestUpdateKeepsOthersMetadataAndSetsRendered(t *testing.T) {
 		assert.Equal(t, "8", sent.ResourceVersion)
 		assert.Empty(t, e.deployments.requests())
 	})
+}
+
+// onlyUpdate returns what the one request recorded by f, an update, sent.
+func onlyUpdate[T kubeObject[T]](t *testing.T, f *fakeClient[T]) T {
+	t.Helper()
+	calls := f.requests()
+	require.Len(t, calls, 1)
+	require.Equal(t, "update", calls[0].Verb)
+	return calls[0].Object
 }
 
 func TestDeletePreconditions(t *testing.T) {
@@ -332,7 +336,7 @@ func TestWriteUsesTheClientOfItsNamespace(t *testing.T) {
 	c := newController(Options{ConfigMap: shardCM}, &fakeConfigMaps{}, newFakeStatusStore(),
 		map[string]deploymentAccess{"ns-a": {cache: depsA, client: depsA}, "ns-b": {cache: depsB, client: depsB}},
 		map[string]serviceAccess{"ns-a": {cache: svcsA, client: svcsA}, "ns-b": {cache: svcsB, client: svcsB}},
-		fakeMapped{synced: true}, nil)
+		fixture.MappedTable{}, nil)
 
 	for _, ns := range []string{"ns-a", "ns-b", "ns-a", "ns-b"} {
 		require.NoError(t, c.write(plan.Action{Kind: plan.Create, Shard: "x", Deployment: shardDeployment(ns, "gitjob", "x")}))

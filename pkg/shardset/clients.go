@@ -43,49 +43,37 @@ type statusStore interface {
 	Update(*corev1.ConfigMap) (*corev1.ConfigMap, error)
 }
 
-// deploymentWriter creates, updates and deletes shard Deployments.
-type deploymentWriter interface {
-	Create(*appsv1.Deployment) (*appsv1.Deployment, error)
-	Update(*appsv1.Deployment) (*appsv1.Deployment, error)
+// objectWriter creates, updates and deletes shard objects of one type:
+// Deployments or metrics Services.
+type objectWriter[T any] interface {
+	Create(T) (T, error)
+	Update(T) (T, error)
 	Delete(namespace, name string, options *metav1.DeleteOptions) error
 }
 
-// deploymentLister lists the cached Deployments of a namespace.
-type deploymentLister interface {
-	List(namespace string, selector labels.Selector) ([]*appsv1.Deployment, error)
+// objectLister lists the cached objects of one type in a namespace.
+type objectLister[T any] interface {
+	List(namespace string, selector labels.Selector) ([]T, error)
 }
 
-// serviceWriter creates, updates and deletes shard metrics Services.
-type serviceWriter interface {
-	Create(*corev1.Service) (*corev1.Service, error)
-	Update(*corev1.Service) (*corev1.Service, error)
-	Delete(namespace, name string, options *metav1.DeleteOptions) error
-}
-
-// serviceLister lists the cached Services of a namespace.
-type serviceLister interface {
-	List(namespace string, selector labels.Selector) ([]*corev1.Service, error)
-}
-
-// deploymentAccess is how the controller reaches the Deployments of one
+// access is how the controller reaches the objects of one type in one
 // source namespace: the cache it reads and the client it writes with.
-type deploymentAccess struct {
-	cache  deploymentLister
-	client deploymentWriter
+type access[T any] struct {
+	cache  objectLister[T]
+	client objectWriter[T]
 }
 
-// serviceAccess is the same for the Services of one namespace.
-type serviceAccess struct {
-	cache  serviceLister
-	client serviceWriter
-}
+type (
+	deploymentAccess = access[*appsv1.Deployment]
+	serviceAccess    = access[*corev1.Service]
+)
 
 // The wrangler types that Register passes satisfy the narrow interfaces.
 var (
-	_ shardConfigMap   = corecontrollers.ConfigMapController(nil)
-	_ statusStore      = corecontrollers.ConfigMapClient(nil)
-	_ deploymentWriter = appscontrollers.DeploymentClient(nil)
-	_ deploymentLister = appscontrollers.DeploymentCache(nil)
-	_ serviceWriter    = corecontrollers.ServiceClient(nil)
-	_ serviceLister    = corecontrollers.ServiceCache(nil)
+	_ shardConfigMap                   = corecontrollers.ConfigMapController(nil)
+	_ statusStore                      = corecontrollers.ConfigMapClient(nil)
+	_ objectWriter[*appsv1.Deployment] = appscontrollers.DeploymentClient(nil)
+	_ objectLister[*appsv1.Deployment] = appscontrollers.DeploymentCache(nil)
+	_ objectWriter[*corev1.Service]    = corecontrollers.ServiceClient(nil)
+	_ objectLister[*corev1.Service]    = corecontrollers.ServiceCache(nil)
 )

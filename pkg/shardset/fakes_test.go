@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 )
 
 // The fakes below record every call the controller makes and keep the
@@ -97,29 +96,23 @@ func (f *fakeClient[T]) store(o T) T {
 	return out.DeepCopy()
 }
 
-func (f *fakeClient[T]) Create(o T) (T, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key := o.GetNamespace() + "/" + o.GetName()
-	var zero T
-	if err := f.record("create", key, o, nil); err != nil {
-		return zero, err
-	}
-	if _, ok := f.objects[key]; ok {
-		return zero, apierrors.NewAlreadyExists(f.gr(), o.GetName())
-	}
-	return f.store(o), nil
-}
+func (f *fakeClient[T]) Create(o T) (T, error) { return f.write("create", o, false) }
 
-func (f *fakeClient[T]) Update(o T) (T, error) {
+func (f *fakeClient[T]) Update(o T) (T, error) { return f.write("update", o, true) }
+
+// write records a create or update and, like the API server, refuses a
+// create of an existing object and an update of a missing one.
+func (f *fakeClient[T]) write(verb string, o T, exists bool) (T, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := o.GetNamespace() + "/" + o.GetName()
 	var zero T
-	if err := f.record("update", key, o, nil); err != nil {
+	if err := f.record(verb, key, o, nil); err != nil {
 		return zero, err
 	}
-	if _, ok := f.objects[key]; !ok {
+	if _, ok := f.objects[key]; ok && !exists {
+		return zero, apierrors.NewAlreadyExists(f.gr(), o.GetName())
+	} else if !ok && exists {
 		return zero, apierrors.NewNotFound(f.gr(), o.GetName())
 	}
 	return f.store(o), nil
@@ -295,58 +288,6 @@ func (f *fakeStatusStore) writes() []string {
 	return out
 }
 
-// fakeMapped is a fixed table of mapped objects (plan.Mapped): shard ->
-// kind -> "namespace/name".
-type fakeMapped struct {
-	synced  bool
-	objects map[string]map[string][]string
-}
-
-func (f fakeMapped) Synced() bool { return f.synced }
-
-func (f fakeMapped) Counts(shard string) map[string]int {
-	out := map[string]int{}
-	for kind, names := range f.objects[shard] {
-		out[kind] = len(names)
-	}
-	return out
-}
-
-func (f fakeMapped) Sample(shard string, n int) []string {
-	var out []string
-	for kind, names := range f.objects[shard] {
-		for _, name := range names {
-			out = append(out, kind+" "+name)
-		}
-	}
-	sort.Strings(out)
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
-}
-
-func (f fakeMapped) Shards() []string { return slices.Sorted(maps.Keys(f.objects)) }
-
-func (f fakeMapped) MappedTo(shard string) []mapped.Object {
-	var out []mapped.Object
-	for _, kind := range slices.Sorted(maps.Keys(f.objects[shard])) {
-		for _, key := range f.objects[shard][kind] {
-			ns, name, _ := strings.Cut(key, "/")
-			out = append(out, mapped.Object{Kind: kind, Namespace: ns, Name: name, Shard: shard, Labelled: true, Weight: 1})
-		}
-	}
-	return out
-}
-
-func (f fakeMapped) All() []mapped.Object {
-	var out []mapped.Object
-	for _, shard := range f.Shards() {
-		out = append(out, f.MappedTo(shard)...)
-	}
-	return out
-}
-
 // env is a Controller built by newController over fakes.
 type env struct {
 	c           *Controller
@@ -355,7 +296,7 @@ type env struct {
 	deployments *fakeDeployments
 	services    *fakeServices
 	recorder    *record.FakeRecorder
-	mapped      *fakeMapped
+	mapped      *fixture.MappedTable
 }
 
 // newEnv returns a Controller whose one namespace, testNS, holds deps and
@@ -371,7 +312,7 @@ func newEnv(t *testing.T, opts Options, deps []*appsv1.Deployment, svcs []*corev
 		deployments: newFakeClient("deployments", deps...),
 		services:    newFakeClient("services", svcs...),
 		recorder:    record.NewFakeRecorder(1000),
-		mapped:      &fakeMapped{synced: true, objects: map[string]map[string][]string{}},
+		mapped:      &fixture.MappedTable{Objects: map[string]map[string][]string{}},
 	}
 	e.c = e.restart(opts)
 	return e

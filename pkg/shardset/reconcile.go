@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
@@ -108,36 +108,43 @@ const errPlacementNotAllowed = `placement: this shardkeeper runs without --allow
 
 // input reads the caches for the decision.
 func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
+	deployments, err := listCached(c.deployments, "Deployments")
+	if err != nil {
+		return plan.Input{}, err
+	}
+	services, err := listCached(c.services, "Services")
+	if err != nil {
+		return plan.Input{}, err
+	}
 	in := plan.Input{
 		Config:       cfg,
-		Deployments:  map[string]*appsv1.Deployment{},
-		Services:     map[string]*corev1.Service{},
+		Deployments:  deployments,
+		Services:     services,
 		Mapped:       c.mapped,
 		ForceDeleted: c.forceDeletedSnapshot(),
 		ConfigMap:    c.opts.ConfigMap,
-	}
-	for ns, access := range c.deployments {
-		list, err := access.cache.List(ns, labels.Everything())
-		if err != nil {
-			return plan.Input{}, fmt.Errorf("listing cached Deployments in %s: %w", ns, err)
-		}
-		for _, d := range list {
-			in.Deployments[d.Namespace+"/"+d.Name] = d
-		}
-	}
-	for ns, access := range c.services {
-		list, err := access.cache.List(ns, labels.Everything())
-		if err != nil {
-			return plan.Input{}, fmt.Errorf("listing cached Services in %s: %w", ns, err)
-		}
-		for _, svc := range list {
-			in.Services[svc.Namespace+"/"+svc.Name] = svc
-		}
 	}
 	for _, s := range c.opts.Sources {
 		in.Sources = append(in.Sources, plan.SourceState{Source: s, Live: in.Deployments[s.Key()], LiveService: in.Services[s.ServiceKey()]})
 	}
 	return in, nil
+}
+
+// listCached reads the cached objects of every namespace, keyed by
+// "namespace/name" as the decision looks them up; what names them in an
+// error.
+func listCached[T metav1.Object](byNS map[string]access[T], what string) (map[string]T, error) {
+	out := map[string]T{}
+	for ns, a := range byNS {
+		list, err := a.cache.List(ns, labels.Everything())
+		if err != nil {
+			return nil, fmt.Errorf("listing cached %s in %s: %w", what, ns, err)
+		}
+		for _, o := range list {
+			out[o.GetNamespace()+"/"+o.GetName()] = o
+		}
+	}
+	return out, nil
 }
 
 func warnings(p plan.Plan) status.Warnings {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
@@ -27,69 +28,50 @@ import (
 // implement only what Register and the Controller call: any other call
 // panics.
 
-type wranglerDeployments struct {
-	appscontrollers.DeploymentController
-	fake     *fakeDeployments
-	handlers []string
-	onChange generic.ObjectHandler[*appsv1.Deployment]
+// wranglerObject is a Deployment or a Service, as both wrangler and
+// fakeClient take it.
+type wranglerObject[T any] interface {
+	generic.RuntimeMetaObject
+	DeepCopy() T
 }
 
-func (w *wranglerDeployments) OnChange(_ context.Context, name string, h generic.ObjectHandler[*appsv1.Deployment]) {
+// wranglerController is a Deployment or Service controller over a
+// fakeClient; L is its list type.
+type wranglerController[T wranglerObject[T], L runtime.Object] struct {
+	generic.ControllerInterface[T, L]
+	fake     *fakeClient[T]
+	handlers []string
+	onChange generic.ObjectHandler[T]
+}
+
+type (
+	wranglerDeployments = wranglerController[*appsv1.Deployment, *appsv1.DeploymentList]
+	wranglerServices    = wranglerController[*corev1.Service, *corev1.ServiceList]
+)
+
+func (w *wranglerController[T, L]) OnChange(_ context.Context, name string, h generic.ObjectHandler[T]) {
 	w.handlers = append(w.handlers, name)
 	w.onChange = h
 }
-func (w *wranglerDeployments) Cache() generic.CacheInterface[*appsv1.Deployment] {
-	return deploymentCache{fake: w.fake}
+func (w *wranglerController[T, L]) Cache() generic.CacheInterface[T] {
+	return wranglerCache[T]{fake: w.fake}
 }
-func (w *wranglerDeployments) Create(d *appsv1.Deployment) (*appsv1.Deployment, error) {
-	return w.fake.Create(d)
+func (w *wranglerController[T, L]) Create(o T) (T, error) {
+	return w.fake.Create(o)
 }
-func (w *wranglerDeployments) Update(d *appsv1.Deployment) (*appsv1.Deployment, error) {
-	return w.fake.Update(d)
+func (w *wranglerController[T, L]) Update(o T) (T, error) {
+	return w.fake.Update(o)
 }
-func (w *wranglerDeployments) Delete(namespace, name string, opts *metav1.DeleteOptions) error {
+func (w *wranglerController[T, L]) Delete(namespace, name string, opts *metav1.DeleteOptions) error {
 	return w.fake.Delete(namespace, name, opts)
 }
 
-type deploymentCache struct {
-	appscontrollers.DeploymentCache
-	fake *fakeDeployments
+type wranglerCache[T wranglerObject[T]] struct {
+	generic.CacheInterface[T]
+	fake *fakeClient[T]
 }
 
-func (c deploymentCache) List(namespace string, selector labels.Selector) ([]*appsv1.Deployment, error) {
-	return c.fake.List(namespace, selector)
-}
-
-type wranglerServices struct {
-	corecontrollers.ServiceController
-	fake     *fakeServices
-	handlers []string
-	onChange generic.ObjectHandler[*corev1.Service]
-}
-
-func (w *wranglerServices) OnChange(_ context.Context, name string, h generic.ObjectHandler[*corev1.Service]) {
-	w.handlers = append(w.handlers, name)
-	w.onChange = h
-}
-func (w *wranglerServices) Cache() generic.CacheInterface[*corev1.Service] {
-	return serviceCache{fake: w.fake}
-}
-func (w *wranglerServices) Create(s *corev1.Service) (*corev1.Service, error) {
-	return w.fake.Create(s)
-}
-func (w *wranglerServices) Update(s *corev1.Service) (*corev1.Service, error) {
-	return w.fake.Update(s)
-}
-func (w *wranglerServices) Delete(namespace, name string, opts *metav1.DeleteOptions) error {
-	return w.fake.Delete(namespace, name, opts)
-}
-
-type serviceCache struct {
-	corecontrollers.ServiceCache
-	fake *fakeServices
-}
-
-func (c serviceCache) List(namespace string, selector labels.Selector) ([]*corev1.Service, error) {
+func (c wranglerCache[T]) List(namespace string, selector labels.Selector) ([]T, error) {
 	return c.fake.List(namespace, selector)
 }
 
@@ -156,7 +138,7 @@ func TestRegister(t *testing.T) {
 
 	c := Register(context.Background(), Options{ConfigMap: ref, Sources: set.Sources},
 		cms, wranglerStatusMaps{fakeStatusStore: newFakeStatusStore()}, depControllers, svcControllers,
-		fakeMapped{synced: true}, record.NewFakeRecorder(10))
+		fixture.MappedTable{}, record.NewFakeRecorder(10))
 
 	assert.Equal(t, []string{"shardkeeper-shards"}, cms.handlers)
 	for ns := range deps {
@@ -245,7 +227,7 @@ func TestOnChangeForceDeletes(t *testing.T) {
 	e.events()
 	e.deployments.reset()
 	e.services.reset()
-	e.mapped.objects["b"] = map[string][]string{"gitrepos": {"team/repo"}}
+	e.mapped.Objects["b"] = map[string][]string{"gitrepos": {"team/repo"}}
 	cachedB, err := e.deployments.List(testNS, labels.SelectorFromSet(labels.Set{"shardkeeper.io/shard": "b"}))
 	require.NoError(t, err)
 	require.Len(t, cachedB, 2)
@@ -271,7 +253,7 @@ func TestOnChangeForceDeletes(t *testing.T) {
 // not written, and the reconcile is enqueued again.
 func TestOnChangeWaitsForTheMappedCaches(t *testing.T) {
 	e := fleetEnv(t)
-	e.mapped.synced = false
+	e.mapped.Unsynced = true
 
 	_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", ""))
 
