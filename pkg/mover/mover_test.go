@@ -42,7 +42,11 @@ func TestInput(t *testing.T) {
 		{Kind: "gitrepos", Namespace: "apps", Name: "placed", Shard: "a", Labelled: true, AssignedShard: "a", AssignedAt: placedAt, Weight: 3},
 		{Kind: "helmreleases", Namespace: "apps", Name: "pinned", Shard: "a", Labelled: true, Weight: 2},
 		{Kind: "helmreleases", Namespace: "other", Name: "outside", Weight: 1},
-		{Kind: "gitrepos", Namespace: "apps", Name: "on-drained", Shard: "b", Labelled: true, AssignedShard: "b", Weight: 1},
+		// Heavy, so that counting the draining shard as a target would
+		// change the threshold.
+		{Kind: "gitrepos", Namespace: "apps", Name: "on-drained", Shard: "b", Labelled: true, AssignedShard: "b", Weight: 9},
+		// Derived: neither an object to place nor load.
+		{Kind: "bundles", Namespace: "apps", Name: "placed-app", Shard: "a", Labelled: true, Derived: true, Weight: 4},
 		{Kind: "gitrepos", Namespace: "apps", Name: "empty-label", Shard: "", Labelled: true, Labels: labels.Set{"x": "y"}, Weight: 1},
 	}
 	now := placedAt.Add(time.Hour)
@@ -61,9 +65,10 @@ func TestInput(t *testing.T) {
 	assert.False(t, byKey["helmreleases other/outside"].Movable, "out of scope")
 	assert.Equal(t, "", byKey["gitrepos apps/empty-label"].Shard)
 	assert.Equal(t, "placed", index["gitrepos apps/placed"].Name)
-	// Load on the targets a and c (b drains): 3 + 2, plus 2 unlabelled
-	// movable objects (new, empty-label) to come = 7 over 2 targets; half
-	// of a mean of 3.5 rounds up to 2.
+	// Load on the targets a and c (b drains, the Bundle counts for
+	// nothing): 3 + 2, plus 2 unlabelled movable objects (new,
+	// empty-label) to come = 7 over 2 targets; half of a mean of 3.5 rounds
+	// up to 2.
 	assert.Equal(t, 2, in.Threshold)
 }
 
@@ -593,6 +598,19 @@ func TestRoundNeverPatchesDerivedKinds(t *testing.T) {
 	p.round(context.Background())
 	refs := slices.Sorted(maps.Keys(c.takePatches(t)))
 	assert.Equal(t, []string{"gitrepos apps/repo"}, refs, "Bundles follow their GitRepo; placement never writes them")
+}
+
+// Even a move that names a derived object, which no plan makes, is not
+// written: the mover has no client for derived kinds.
+func TestApplyNeverWritesDerivedKinds(t *testing.T) {
+	bundle := mapped.Object{Kind: "bundles", Namespace: "apps", Name: "repo-app", ResourceVersion: "3", Shard: "c", Labelled: true, Derived: true}
+	c := newFakeCluster(bundle)
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	res := p.apply(context.Background(), []balance.Move{{Key: bundle.Ref(), From: "c", To: "a", Reason: balance.Drain}},
+		map[string]mapped.Object{bundle.Ref(): bundle}, nil, t0)
+	assert.Zero(t, res.total(), "nothing moved")
+	assert.Empty(t, c.takePatches(t))
 }
 
 func TestRoundDoesNothingUnlessEnabledAndSynced(t *testing.T) {
