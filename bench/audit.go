@@ -95,7 +95,7 @@ type auditEvent struct {
 }
 
 // readAudit counts the daemon user's requests received in [from, to], as
-// the audited API server logged them. Each request is counted once, at the
+// the API server's audit log holds them. Each request is counted once, at the
 // first stage logged for it (a watch is logged when its response starts).
 func readAudit(path string, from, to time.Time) (calls, error) {
 	return readAuditQ(path, from, to, false)

@@ -92,56 +92,25 @@ func watchDeployments(ctx context.Context, kube kubernetes.Interface) (*dwatch, 
 	ctx, cancel := context.WithCancel(ctx)
 	w := &dwatch{cancel: cancel, events: make(chan devent, 1<<16)}
 	for _, ns := range []string{fleetNS, fluxNS} {
-		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{Limit: 1})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		rv := list.ResourceVersion
-		wi, err := kube.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		go func() {
-			for {
-				for ev := range wi.ResultChan() {
-					at := time.Now()
-					switch ev.Type {
-					case watch.Bookmark:
-						if d, ok := ev.Object.(*appsv1.Deployment); ok {
-							rv = d.ResourceVersion
-						}
-						continue
-					case watch.Error:
-						w.events <- devent{err: fmt.Errorf("watch of %s: %v", ns, ev.Object), at: at}
-						wi.Stop()
-						return
-					}
-					d, ok := ev.Object.(*appsv1.Deployment)
-					if !ok {
-						w.events <- devent{err: fmt.Errorf("watch of %s: %v event %T", ns, ev.Type, ev.Object), at: at}
-						wi.Stop()
-						return
-					}
-					rv = d.ResourceVersion
-					w.events <- devent{typ: ev.Type, key: d.Namespace + "/" + d.Name, at: at}
-				}
-				wi.Stop()
-				if ctx.Err() != nil {
-					return
-				}
-				w.rewatches.Add(1)
-				var err error
-				wi, err = kube.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-				if err != nil {
-					if ctx.Err() == nil {
-						w.events <- devent{err: fmt.Errorf("watch of %s: %w", ns, err)}
-					}
-					return
-				}
+		client := kube.AppsV1().Deployments(ns)
+		t := watchTarget{what: ns, watch: client.Watch, list: listVersion(client.List)}
+		handle := func(ev watch.Event, at time.Time) (string, error) {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			switch {
+			case ev.Type == watch.Bookmark && !ok:
+				return "", nil
+			case !ok:
+				return "", fmt.Errorf("%v event %T", ev.Type, ev.Object)
+			case ev.Type != watch.Bookmark:
+				w.events <- devent{typ: ev.Type, key: d.Namespace + "/" + d.Name, at: at}
 			}
-		}()
+			return d.ResourceVersion, nil
+		}
+		fail := func(err error, at time.Time) { w.events <- devent{err: err, at: at} }
+		if err := resumableWatch(ctx, t, &w.rewatches, handle, fail); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -315,36 +284,42 @@ func (b *bench) runConvergence(ctx context.Context) error {
 		c := &convergence{shards: n}
 		b.res.convergence = append(b.res.convergence, c)
 		for r := range b.runs {
-			dt, resp, err := b.env.floorStep(ctx, ids, true)
-			if err != nil {
-				return fmt.Errorf("floor, %d shards up: %w", n, err)
+			for _, f := range []struct {
+				dir      string
+				up       bool
+				dt, resp *[]time.Duration
+				settled  string
+			}{
+				{"up", true, &c.floorUp, &c.floorUpResp, "the floor's creates"},
+				{"down", false, &c.floorDown, &c.floorDownResp, "the floor's deletes"},
+			} {
+				dt, resp, err := b.env.floorStep(ctx, ids, f.up)
+				if err != nil {
+					return fmt.Errorf("floor, %d shards %s: %w", n, f.dir, err)
+				}
+				*f.dt, *f.resp = append(*f.dt, dt), append(*f.resp, resp)
+				b.logf("convergence %d shards run %d: floor %s %s (last response %s)", n, r+1, f.dir, dt, resp)
+				settle(f.settled)
 			}
-			c.floorUp, c.floorUpResp = append(c.floorUp, dt), append(c.floorUpResp, resp)
-			b.logf("convergence %d shards run %d: floor up %s (last response %s)", n, r+1, dt, resp)
-			settle("the floor's creates")
-			dt, resp, err = b.env.floorStep(ctx, ids, false)
-			if err != nil {
-				return fmt.Errorf("floor, %d shards down: %w", n, err)
-			}
-			c.floorDown, c.floorDownResp = append(c.floorDown, dt), append(c.floorDownResp, resp)
-			b.logf("convergence %d shards run %d: floor down %s (last response %s)", n, r+1, dt, resp)
-			settle("the floor's deletes")
 
 			since := time.Now()
-			dt, err = b.env.daemonStep(ctx, nil, ids)
-			if err != nil {
-				return fmt.Errorf("shardkeeper, %d shards up: %w", n, err)
+			for _, st := range []struct {
+				dir      string
+				from, to []string
+				dt       *[]time.Duration
+				settled  string
+			}{
+				{"up", nil, ids, &c.daemonUp, "shardkeeper's creates"},
+				{"down", ids, nil, &c.daemonDown, "shardkeeper's deletes"},
+			} {
+				dt, err := b.env.daemonStep(ctx, st.from, st.to)
+				if err != nil {
+					return fmt.Errorf("shardkeeper, %d shards %s: %w", n, st.dir, err)
+				}
+				*st.dt = append(*st.dt, dt)
+				b.logf("convergence %d shards run %d: shardkeeper %s %s", n, r+1, st.dir, dt)
+				settle(st.settled)
 			}
-			c.daemonUp = append(c.daemonUp, dt)
-			b.logf("convergence %d shards run %d: shardkeeper up %s", n, r+1, dt)
-			settle("shardkeeper's creates")
-			dt, err = b.env.daemonStep(ctx, ids, nil)
-			if err != nil {
-				return fmt.Errorf("shardkeeper, %d shards down: %w", n, err)
-			}
-			c.daemonDown = append(c.daemonDown, dt)
-			b.logf("convergence %d shards run %d: shardkeeper down %s", n, r+1, dt)
-			settle("shardkeeper's deletes")
 			if calls, err := readAudit(b.env.auditLog, since, time.Now()); err == nil {
 				c.daemonWrites = calls.filter(func(k callKey) bool { return isWrite(k.verb) })
 			}

@@ -1,21 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/tls"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,9 +23,22 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
-// DaemonUser is the user the daemon authenticates as on the audited API
-// server; the audit policy records this user's requests and nobody else's.
+// DaemonUser is the user the daemon authenticates as (with a static token
+// of its own, in system:masters); the audit policy records this user's
+// requests and nobody else's.
 const DaemonUser = "shardkeeper-daemon"
+
+// auditPolicy logs, at the Metadata level, every request of DaemonUser
+// once its response has started (no RequestReceived stage), and nothing
+// else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  users: ["` + DaemonUser + `"]
+- level: None
+`
 
 const (
 	fleetNS   = "bench-fleet"
@@ -47,22 +49,19 @@ const (
 )
 
 // env is the control plane the benchmark runs on: the cluster package's
-// etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
-// plus a second kube-apiserver on the same etcd that writes an audit log of
-// the daemon's requests. Everything the benchmark and the daemon do goes to
-// that second API server ("the API server" below); the first one serves the
-// controller-manager, the scheduler and kwok.
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
+// The API server writes an audit log of the daemon's requests, and of
+// nobody else's: the daemon authenticates as DaemonUser, everything else
+// (the benchmark, the floor, the reference, the control plane's own
+// components) as other users.
 type env struct {
 	cluster  *cluster.Cluster
 	workDir  string
-	apiProc  *exec.Cmd
-	apiDone  chan struct{}
 	host     string
-	caData   []byte
 	token    string // admin
 	auditLog string
 
-	cfg  *rest.Config // admin, on the audited API server
+	cfg  *rest.Config // admin
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
 	// watchKube watches, in protobuf, without a client timeout.
@@ -76,131 +75,27 @@ type env struct {
 }
 
 func startEnv(ctx context.Context, binDir, workDir string, logf func(string, ...any)) (*env, error) {
-	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, WorkDir: filepath.Join(workDir, "cluster"), Workloads: true, Logf: logf})
+	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, WorkDir: filepath.Join(workDir, "cluster"), Workloads: true,
+		Users: []string{DaemonUser}, AuditPolicy: []byte(auditPolicy), Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
-	e := &env{cluster: c, workDir: c.WorkDir()}
-	if err := e.startAuditedAPIServer(ctx, binDir, logf); err != nil {
+	e := &env{cluster: c, workDir: c.WorkDir(), auditLog: c.AuditLogPath()}
+	if err := e.connect(); err != nil {
 		e.stop()
 		return nil, err
 	}
 	return e, nil
 }
 
-// startAuditedAPIServer starts a kube-apiserver with the flags of the
-// cluster's own (found in /proc), on its own port, certificates and token
-// file, with an audit policy that logs the daemon user's requests.
-func (e *env) startAuditedAPIServer(ctx context.Context, binDir string, logf func(string, ...any)) error {
-	abs, err := filepath.Abs(binDir)
-	if err != nil {
-		return err
-	}
-	bin := filepath.Join(abs, "kube-apiserver")
-	args, err := findArgs(bin, "--cert-dir="+filepath.Join(e.workDir, "certs"))
-	if err != nil {
-		return fmt.Errorf("finding the cluster's kube-apiserver: %w", err)
-	}
-	dir := filepath.Join(e.workDir, "audited-apiserver")
-	if err := os.MkdirAll(filepath.Join(dir, "certs"), 0o755); err != nil {
-		return err
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	var tokenFile string
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--token-auth-file="); ok {
-			tokenFile = v
-		}
-	}
-	tokens, err := os.ReadFile(tokenFile)
-	if err != nil {
-		return fmt.Errorf("reading the cluster's token file: %w", err)
-	}
-	e.token = e.cluster.Config().BearerToken
-	daemonToken := randomHex(24)
-	tokens = append(bytes.TrimRight(tokens, "\n"), '\n')
-	tokens = fmt.Appendf(tokens, "%s,%s,%s,\"system:masters\"\n", daemonToken, DaemonUser, DaemonUser)
-	newTokenFile := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(newTokenFile, tokens, 0o600); err != nil {
-		return err
-	}
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  users: ["`+DaemonUser+`"]
-- level: None
-`), 0o644); err != nil {
-		return err
-	}
-	e.auditLog = filepath.Join(dir, "audit.log")
-
-	var newArgs []string
-	for _, a := range args {
-		switch {
-		case strings.HasPrefix(a, "--secure-port="):
-			a = "--secure-port=" + strconv.Itoa(port)
-		case strings.HasPrefix(a, "--cert-dir="):
-			a = "--cert-dir=" + filepath.Join(dir, "certs")
-		case strings.HasPrefix(a, "--token-auth-file="):
-			a = "--token-auth-file=" + newTokenFile
-		}
-		newArgs = append(newArgs, a)
-	}
-	// Two API servers on one host would fight over one identity Lease.
-	newArgs = append(newArgs, "--feature-gates=APIServerIdentity=false,UnknownVersionInteroperabilityProxy=false", "--audit-policy-file="+policy, "--audit-log-path="+e.auditLog,
-		"--audit-log-format=json", "--audit-log-maxsize=0", "--audit-log-maxbackup=0")
-	logFile, err := os.Create(filepath.Join(e.workDir, "kube-apiserver-audited.log"))
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin, newArgs...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	logf("bench: starting the audited kube-apiserver on 127.0.0.1:%d", port)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the audited kube-apiserver: %w", err)
-	}
-	e.apiProc = cmd
-	e.apiDone = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(e.apiDone) }()
-	e.host = "https://127.0.0.1:" + strconv.Itoa(port)
-
-	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback readiness probe before the certificate is read
-	}}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		select {
-		case <-e.apiDone:
-			return fmt.Errorf("the audited kube-apiserver exited; see %s", logFile.Name())
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.host+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+e.token)
-		if resp, err := insecure.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return errors.New("the audited kube-apiserver did not become ready in 2 minutes")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	e.caData, err = os.ReadFile(filepath.Join(dir, "certs", "apiserver.crt"))
-	if err != nil {
-		return err
-	}
-	e.cfg = &rest.Config{Host: e.host, BearerToken: e.token, TLSClientConfig: rest.TLSClientConfig{CAData: e.caData},
-		QPS: 1000, Burst: 2000, Timeout: 60 * time.Second}
+// connect builds the benchmark's admin clients, with client limits that
+// never hold its writers back, and writes the daemon's kubeconfig (as
+// DaemonUser); the reference uses the cluster's admin kubeconfig.
+func (e *env) connect() error {
+	e.cfg = e.cluster.Config()
+	e.cfg.QPS, e.cfg.Burst, e.cfg.Timeout = 1000, 2000, 60*time.Second
+	e.host, e.token = e.cfg.Host, e.cfg.BearerToken
+	var err error
 	if e.kube, err = kubernetes.NewForConfig(e.cfg); err != nil {
 		return err
 	}
@@ -214,24 +109,16 @@ rules:
 	if e.watchKube, err = kubernetes.NewForConfig(wcfg); err != nil {
 		return err
 	}
-	e.daemonKubeconfig = filepath.Join(dir, "daemon.kubeconfig")
-	if err := writeKubeconfig(e.daemonKubeconfig, e.host, e.caData, DaemonUser, daemonToken); err != nil {
+	daemon, err := e.cluster.UserConfig(DaemonUser)
+	if err != nil {
 		return err
 	}
-	e.adminKubeconfig = filepath.Join(dir, "admin.kubeconfig")
-	return writeKubeconfig(e.adminKubeconfig, e.host, e.caData, cluster.AdminUser, e.token)
+	e.adminKubeconfig = e.cluster.KubeconfigPath()
+	e.daemonKubeconfig = filepath.Join(e.workDir, "daemon.kubeconfig")
+	return writeKubeconfig(e.daemonKubeconfig, daemon, DaemonUser)
 }
 
 func (e *env) stop() {
-	if e.apiProc != nil {
-		_ = syscall.Kill(-e.apiProc.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-e.apiDone:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-e.apiProc.Process.Pid, syscall.SIGKILL)
-			<-e.apiDone
-		}
-	}
 	if e.cluster != nil {
 		_ = e.cluster.Stop()
 	}
@@ -317,38 +204,12 @@ func sources() []*appsv1.Deployment {
 	return out
 }
 
-// findArgs returns the arguments of the running process started from bin
-// with the argument mark.
-func findArgs(bin, mark string) ([]string, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	for _, ent := range entries {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if argv[0] != bin {
-			continue
-		}
-		for _, a := range argv[1:] {
-			if a == mark {
-				return argv[1:], nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("no process %s with %s", bin, mark)
-}
-
-func writeKubeconfig(path, host string, ca []byte, user, token string) error {
+// writeKubeconfig writes a kubeconfig with the server, CA and bearer token
+// of rc, for user.
+func writeKubeconfig(path string, rc *rest.Config, user string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: ca}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.TLSClientConfig.CAData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
 	cfg.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: user}
 	cfg.CurrentContext = "bench"
 	return clientcmd.WriteToFile(*cfg, path)
@@ -361,12 +222,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // poll retries cond every 200 ms until it returns nil or timeout passes.

@@ -211,26 +211,27 @@ func run() error {
 		return fmt.Errorf("setting up: %w", err)
 	}
 
-	if *skipConv {
-		b.res.skipped = append(b.res.skipped, "convergence (--skip-convergence)")
-	} else if err := b.runConvergence(ctx); err != nil {
-		b.res.failures = append(b.res.failures, "convergence: "+err.Error())
-		b.logf("convergence failed: %v", err)
+	parts := []struct {
+		name, skipped string
+		skip          bool
+		run           func(context.Context) error
+	}{
+		{"convergence", "convergence (--skip-convergence)", *skipConv, b.runConvergence},
+		{"placement", "placement (--skip-placement)", *skipPlace, b.runPlacement},
+		{"scale", "memory, decision latency, idle window and start-up (--skip-scale)", *skipScale, b.runScale},
 	}
-	if *skipPlace {
-		b.res.skipped = append(b.res.skipped, "placement (--skip-placement)")
-	} else if ctx.Err() == nil {
-		if err := b.runPlacement(ctx); err != nil {
-			b.res.failures = append(b.res.failures, "placement: "+err.Error())
-			b.logf("placement failed: %v", err)
+	for i, part := range parts {
+		if part.skip {
+			b.res.skipped = append(b.res.skipped, part.skipped)
+			continue
 		}
-	}
-	if *skipScale {
-		b.res.skipped = append(b.res.skipped, "memory, decision latency, idle window and start-up (--skip-scale)")
-	} else if ctx.Err() == nil {
-		if err := b.runScale(ctx); err != nil {
-			b.res.failures = append(b.res.failures, "scale: "+err.Error())
-			b.logf("scale failed: %v", err)
+		// An interrupted run skips the parts after the one it stopped.
+		if i > 0 && ctx.Err() != nil {
+			continue
+		}
+		if err := part.run(ctx); err != nil {
+			b.res.failures = append(b.res.failures, part.name+": "+err.Error())
+			b.logf("%s failed: %v", part.name, err)
 		}
 	}
 	b.res.ended = time.Now()

@@ -424,42 +424,12 @@ func (b *bench) createUnlabelled(ctx context.Context, ns, prefix string, n int) 
 	if err != nil {
 		return err
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr error
-	var errOnce sync.Once
-	for range b.writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				k := placementKinds[i%2]
-				obj := fixture.Object(k.gvr, ns, fmt.Sprintf("%s-%06d", prefix, i), k.label, "")
-				obj.SetLabels(nil)
-				var err error
-				for attempt := range 30 {
-					_, err = dyn.Resource(k.gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
-					if err == nil || apierrors.IsAlreadyExists(err) || ctx.Err() != nil {
-						break
-					}
-					time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-				}
-				if err != nil && !apierrors.IsAlreadyExists(err) {
-					errOnce.Do(func() { firstErr = fmt.Errorf("creating %s %s/%s: %w", k.gvr.Resource, ns, obj.GetName(), err) })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr == nil && ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return firstErr
+	return b.inParallel(ctx, 0, n, func(i int) error {
+		k := placementKinds[i%2]
+		obj := fixture.Object(k.gvr, ns, fmt.Sprintf("%s-%06d", prefix, i), k.label, "")
+		obj.SetLabels(nil)
+		return createRetried(ctx, dyn, k.gvr, obj)
+	})
 }
 
 // clearPlacement deletes the mapped objects of ns, waits until both kinds
@@ -670,57 +640,26 @@ func watchMapped(ctx context.Context, md metadata.Interface, ns string, buffer i
 	}
 	for _, k := range placementKinds {
 		client := md.Resource(k.gvr).Namespace(ns)
-		list, err := client.List(ctx, metav1.ListOptions{Limit: 1})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		rv := list.ResourceVersion
-		wi, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		go func() {
-			for {
-				for ev := range wi.ResultChan() {
-					at := time.Now()
-					if ev.Type == watch.Error {
-						send(mevent{err: fmt.Errorf("watch of %s in %s: %v", k.gvr.Resource, ns, ev.Object), at: at})
-						wi.Stop()
-						return
-					}
-					o, ok := ev.Object.(*metav1.PartialObjectMetadata)
-					if !ok {
-						send(mevent{err: fmt.Errorf("watch of %s in %s: %v event %T", k.gvr.Resource, ns, ev.Type, ev.Object), at: at})
-						wi.Stop()
-						return
-					}
-					rv = o.ResourceVersion
-					if ev.Type == watch.Bookmark {
-						continue
-					}
-					shard, labelled := o.Labels[k.label]
-					if !send(mevent{typ: ev.Type, gvr: k.gvr, label: k.label, name: o.Name, rv: o.ResourceVersion, shard: shard, labelled: labelled, at: at}) {
-						wi.Stop()
-						return
-					}
-				}
-				wi.Stop()
-				if ctx.Err() != nil {
-					return
-				}
-				w.rewatches.Add(1)
-				var err error
-				wi, err = client.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-				if err != nil {
-					if ctx.Err() == nil {
-						send(mevent{err: fmt.Errorf("watch of %s in %s: %w", k.gvr.Resource, ns, err)})
-					}
-					return
-				}
+		t := watchTarget{what: k.gvr.Resource + " in " + ns, watch: client.Watch, list: listVersion(client.List)}
+		handle := func(ev watch.Event, at time.Time) (string, error) {
+			o, ok := ev.Object.(*metav1.PartialObjectMetadata)
+			if !ok {
+				return "", fmt.Errorf("%v event %T", ev.Type, ev.Object)
 			}
-		}()
+			if ev.Type == watch.Bookmark {
+				return o.ResourceVersion, nil
+			}
+			shard, labelled := o.Labels[k.label]
+			if !send(mevent{typ: ev.Type, gvr: k.gvr, label: k.label, name: o.Name, rv: o.ResourceVersion, shard: shard, labelled: labelled, at: at}) {
+				return "", context.Cause(ctx)
+			}
+			return o.ResourceVersion, nil
+		}
+		fail := func(err error, at time.Time) { send(mevent{err: err, at: at}) }
+		if err := resumableWatch(ctx, t, &w.rewatches, handle, fail); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	return w, nil
 }

@@ -10,6 +10,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -26,12 +28,7 @@ func (b *bench) createObjects(ctx context.Context, from, to int) (float64, error
 	if err != nil {
 		return 0, err
 	}
-	next := atomic.Int64{}
-	next.Store(int64(from))
 	done := atomic.Int64{}
-	var wg sync.WaitGroup
-	var firstErr error
-	var errOnce sync.Once
 	began := time.Now()
 	stopProgress := make(chan struct{})
 	go func() {
@@ -47,6 +44,35 @@ func (b *bench) createObjects(ctx context.Context, from, to int) (float64, error
 			}
 		}
 	}()
+	firstErr := b.inParallel(ctx, from, to, func(i int) error {
+		k := memoryKinds[i%len(memoryKinds)]
+		j := i / len(memoryKinds)
+		ns := fmt.Sprintf("%s%d", objNSBase, j%objNSs)
+		obj := fixture.Object(k.gvr, ns, fmt.Sprintf("obj-%06d", i), k.label, fmt.Sprintf("s%03d", j%b.scaleShards))
+		if err := createRetried(ctx, dyn, k.gvr, obj); err != nil {
+			return err
+		}
+		done.Add(1)
+		return nil
+	})
+	close(stopProgress)
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	rate := float64(to-from) / time.Since(began).Seconds()
+	b.logf("objects: %d created in %s (%.0f/s)", to-from, time.Since(began).Round(time.Second), rate)
+	return rate, nil
+}
+
+// inParallel calls do(i) for each i in [from, to), handed out in
+// increasing order to b.writers goroutines, until ctx ends or do fails; it returns do's first
+// error, or ctx's cause if ctx ended first.
+func (b *bench) inParallel(ctx context.Context, from, to int, do func(i int) error) error {
+	var next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
 	for range b.writers {
 		wg.Add(1)
 		go func() {
@@ -56,36 +82,48 @@ func (b *bench) createObjects(ctx context.Context, from, to int) (float64, error
 				if i >= to || ctx.Err() != nil {
 					return
 				}
-				k := memoryKinds[i%len(memoryKinds)]
-				gvr, label := k.gvr, k.label
-				j := i / len(memoryKinds)
-				ns := fmt.Sprintf("%s%d", objNSBase, j%objNSs)
-				obj := fixture.Object(gvr, ns, fmt.Sprintf("obj-%06d", i), label, fmt.Sprintf("s%03d", j%b.scaleShards))
-				var err error
-				for attempt := range 30 {
-					_, err = dyn.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
-					if err == nil || apierrors.IsAlreadyExists(err) {
-						err = nil
-						break
-					}
-					time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-				}
-				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("creating %s %s/%s: %w", gvr.Resource, ns, obj.GetName(), err) })
+				if err := do(i); err != nil {
+					errOnce.Do(func() { firstErr = err })
 					return
 				}
-				done.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	close(stopProgress)
-	if firstErr != nil {
-		return 0, firstErr
+	if firstErr == nil && ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
-	rate := float64(to-from) / time.Since(began).Seconds()
-	b.logf("objects: %d created in %s (%.0f/s)", to-from, time.Since(began).Round(time.Second), rate)
-	return rate, nil
+	return firstErr
+}
+
+// createRetried creates obj, a gvr in its namespace, trying up to 30 times
+// with a growing pause (the API server may be busy with the writers' load)
+// until ctx ends; an object that already exists counts as created.
+func createRetried(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+	client := dyn.Resource(gvr).Namespace(obj.GetNamespace())
+	var err error
+	for attempt := range 30 {
+		_, err = client.Create(ctx, obj, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	return fmt.Errorf("creating %s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
+}
+
+// settledMemory waits b.settle after p is ready, then reads its memory; on
+// error it stops p.
+func (b *bench) settledMemory(p *proc) (memory, error) {
+	time.Sleep(b.settle)
+	mem, err := readMemory(p.pid())
+	if err != nil {
+		p.stop()
+	}
+	return mem, err
 }
 
 // level is what was measured with a number of mapped objects present.
@@ -186,10 +224,8 @@ func (b *bench) runScale(ctx context.Context) error {
 			}
 			lv.ready = append(lv.ready, ready.Sub(d.started))
 			lv.counted = append(lv.counted, counted.Sub(d.started))
-			time.Sleep(b.settle)
-			mem, err := readMemory(d.pid())
+			mem, err := b.settledMemory(d.proc)
 			if err != nil {
-				d.stop()
 				return err
 			}
 			lv.mem = append(lv.mem, mem)
@@ -242,10 +278,8 @@ func (b *bench) runScale(ctx context.Context) error {
 			}
 			lv.refSynced = append(lv.refSynced, time.Since(p.started))
 			synced := time.Now()
-			time.Sleep(b.settle)
-			mem, err := readMemory(p.pid())
+			mem, err := b.settledMemory(p)
 			if err != nil {
-				p.stop()
 				return err
 			}
 			lv.refMem = append(lv.refMem, mem)
@@ -393,7 +427,7 @@ type idle struct {
 	audit           calls
 	daemonWrites    float64 // shardkeeper_api_writes_total
 	reconciles      float64
-	// apiserver_request_total on the audited API server, every client
+	// apiserver_request_total, every client
 	apiWritesDaemonRes, apiListsDaemonRes float64
 	apiByResource                         map[string]float64
 	apiLabels                             []string
@@ -423,7 +457,7 @@ func (b *bench) idleWindow(ctx context.Context, d *daemon) error {
 		return err
 	}
 	t0 := time.Now()
-	b.logf("idle window: %s from %s, nothing but the daemon talks to the API server", b.idle, t0.Format(time.TimeOnly))
+	b.logf("idle window: %s from %s, the benchmark sends the API server nothing", b.idle, t0.Format(time.TimeOnly))
 	select {
 	case <-ctx.Done():
 		return ctx.Err()

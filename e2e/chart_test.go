@@ -55,6 +55,20 @@ const (
 // applies every object to the API server, then checks what its
 // ServiceAccount may and may not do.
 func TestChartRenderAndApply(t *testing.T) {
+	// The default values' objects and rights; placement adds only rights.
+	defaultKinds := map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 2, "RoleBinding": 2,
+		"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1}
+	defaultRBAC := chartRBAC{
+		sourceNamespaces:  []string{"cattle-fleet-system"},
+		serviceNamespaces: []string{"cattle-fleet-system"},
+		otherNamespaces:   []string{"flux-system", "default", "kube-system"},
+		mapped:            []schema.GroupVersionResource{gitRepos, helmOps},
+		unmapped:          []schema.GroupVersionResource{helmReleases},
+		fleet:             true,
+		lease:             true,
+	}
+	placementRBAC := defaultRBAC
+	placementRBAC.placement = true
 	sets := []struct {
 		name, release, namespace string
 		args                     []string
@@ -64,17 +78,8 @@ func TestChartRenderAndApply(t *testing.T) {
 		name:      "default values",
 		release:   "skdefault",
 		namespace: "chart-default",
-		kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 2, "RoleBinding": 2,
-			"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1},
-		rbac: chartRBAC{
-			sourceNamespaces:  []string{"cattle-fleet-system"},
-			serviceNamespaces: []string{"cattle-fleet-system"},
-			otherNamespaces:   []string{"flux-system", "default", "kube-system"},
-			mapped:            []schema.GroupVersionResource{gitRepos, helmOps},
-			unmapped:          []schema.GroupVersionResource{helmReleases},
-			fleet:             true,
-			lease:             true,
-		},
+		kinds:     defaultKinds,
+		rbac:      defaultRBAC,
 	}, {
 		name:      "fleet and flux with metrics",
 		release:   "skfull",
@@ -97,18 +102,8 @@ func TestChartRenderAndApply(t *testing.T) {
 		release:   "skplace",
 		namespace: "chart-place",
 		args:      []string{"--set", "placement.enabled=true"},
-		kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 2, "RoleBinding": 2,
-			"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1},
-		rbac: chartRBAC{
-			sourceNamespaces:  []string{"cattle-fleet-system"},
-			serviceNamespaces: []string{"cattle-fleet-system"},
-			otherNamespaces:   []string{"flux-system", "default", "kube-system"},
-			mapped:            []schema.GroupVersionResource{gitRepos, helmOps},
-			unmapped:          []schema.GroupVersionResource{helmReleases},
-			fleet:             true,
-			lease:             true,
-			placement:         true,
-		},
+		kinds:     defaultKinds,
+		rbac:      placementRBAC,
 	}}
 	for _, set := range sets {
 		t.Run(set.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,6 +63,19 @@ type Options struct {
 	// kwok with one fake Node, so that Deployments get Pods that become
 	// Ready.
 	Workloads bool
+	// Users are more users, besides AdminUser, that get a static bearer
+	// token of their own and, like the admin, the group system:masters. A
+	// client that must be told apart from the others in the audit log (the
+	// benchmark's daemon, say) authenticates as one of them: UserConfig.
+	// Names must be unique, not AdminUser, and hold no comma, quote or
+	// newline (the token file is CSV).
+	Users []string
+	// AuditPolicy, if set, is an audit policy (audit.k8s.io/v1 Policy, in
+	// YAML) for kube-apiserver, which then writes the events it selects,
+	// one JSON object a line and never rotated, to AuditLogPath. It is how
+	// a test or the benchmark counts one client's requests:
+	// apiserver_request_total has no label naming the client.
+	AuditPolicy []byte
 	// Logf, if set, receives progress messages.
 	Logf func(format string, args ...any)
 }
@@ -74,6 +88,10 @@ type Cluster struct {
 	ownWorkDir bool
 	workloads  bool
 	logf       func(format string, args ...any)
+	users      []string
+	// auditPolicy is Options.AuditPolicy; auditLogPath is empty without it.
+	auditPolicy  []byte
+	auditLogPath string
 
 	adminToken     string
 	apiServerPort  int
@@ -81,6 +99,8 @@ type Cluster struct {
 	caData         []byte
 	kubeconfigPath string
 	cfg            *rest.Config
+	// userTokens are the bearer tokens of Options.Users, by name.
+	userTokens map[string]string
 
 	mu      sync.Mutex
 	procs   []*process
@@ -117,10 +137,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func newCluster(opts Options) (*Cluster, error) {
-	c := &Cluster{workloads: opts.Workloads, logf: opts.Logf}
+	c := &Cluster{workloads: opts.Workloads, logf: opts.Logf, auditPolicy: opts.AuditPolicy}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
+	if err := checkUsers(opts.Users); err != nil {
+		return nil, err
+	}
+	c.users = append([]string(nil), opts.Users...)
 
 	c.binDir = opts.BinDir
 	if c.binDir == "" {
@@ -170,7 +194,27 @@ func newCluster(opts Options) (*Cluster, error) {
 		}
 		c.workDir = abs
 	}
+	if len(c.auditPolicy) > 0 {
+		c.auditLogPath = filepath.Join(c.workDir, "audit.log")
+	}
 	return c, nil
+}
+
+// checkUsers rejects the Options.Users that cannot stand in the static token
+// file: an empty name, AdminUser, a repeated name, a comma, quote or
+// newline.
+func checkUsers(users []string) error {
+	seen := map[string]bool{AdminUser: true}
+	for _, u := range users {
+		if u == "" || strings.ContainsAny(u, ",\"\n") {
+			return fmt.Errorf("user name %q: empty, or with a comma, quote or newline", u)
+		}
+		if seen[u] {
+			return fmt.Errorf("user name %q: taken", u)
+		}
+		seen[u] = true
+	}
+	return nil
 }
 
 // start brings the processes up, in order: etcd, then kube-apiserver on
@@ -237,8 +281,17 @@ func (c *Cluster) writeCredentials() (credentialFiles, error) {
 		saKey:     filepath.Join(c.workDir, "sa.key"),
 		certDir:   filepath.Join(c.workDir, "certs"),
 	}
-	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, AdminUser, AdminUser)
-	if err := os.WriteFile(files.tokenFile, []byte(line), 0o600); err != nil {
+	lines := tokenLine(token, AdminUser)
+	c.userTokens = map[string]string{}
+	for _, u := range c.users {
+		t, err := randomToken()
+		if err != nil {
+			return credentialFiles{}, err
+		}
+		c.userTokens[u] = t
+		lines += tokenLine(t, u)
+	}
+	if err := os.WriteFile(files.tokenFile, []byte(lines), 0o600); err != nil {
 		return credentialFiles{}, fmt.Errorf("write token file: %w", err)
 	}
 	if err := writeRSAKey(files.saKey); err != nil {
@@ -248,6 +301,11 @@ func (c *Cluster) writeCredentials() (credentialFiles, error) {
 		return credentialFiles{}, fmt.Errorf("create cert directory: %w", err)
 	}
 	return files, nil
+}
+
+// tokenLine is the static token file's line for user, in system:masters.
+func tokenLine(token, user string) string {
+	return fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, user, user)
 }
 
 // startEtcd starts a single-member etcd on the given loopback ports and
@@ -284,7 +342,11 @@ func (c *Cluster) startEtcd(ctx context.Context, port, peerPort int) (string, er
 // at etcdURL and waits until it is ready, because the admin config can only
 // be built from the certificate it writes on start-up.
 func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string, files credentialFiles) error {
-	apiServer := newProcess("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), c.workDir, []string{
+	audit, err := c.auditFlags()
+	if err != nil {
+		return err
+	}
+	apiServer := newProcess("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), c.workDir, append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -300,12 +362,33 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string, files cred
 		"--enable-priority-and-fairness=false",
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
-	})
+	}, audit...))
 	c.logf("cluster: starting kube-apiserver on %s", c.host)
 	if err := c.launch(apiServer); err != nil {
 		return err
 	}
 	return c.waitAPIServer(ctx, apiServer)
+}
+
+// auditFlags writes Options.AuditPolicy to the work directory and returns
+// the kube-apiserver flags that apply it, or none without a policy. The log
+// is JSON, for a reader to parse, and never rotated, so that one file holds
+// every event of the cluster's life.
+func (c *Cluster) auditFlags() ([]string, error) {
+	if c.auditLogPath == "" {
+		return nil, nil
+	}
+	policy := filepath.Join(c.workDir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, c.auditPolicy, 0o644); err != nil {
+		return nil, fmt.Errorf("write audit policy: %w", err)
+	}
+	return []string{
+		"--audit-policy-file=" + policy,
+		"--audit-log-path=" + c.auditLogPath,
+		"--audit-log-format=json",
+		"--audit-log-maxsize=0",
+		"--audit-log-maxbackup=0",
+	}, nil
 }
 
 // waitAPIServer waits until /readyz answers 200 with the admin token.
@@ -366,6 +449,25 @@ func (c *Cluster) ConfigFor(user string, groups ...string) *rest.Config {
 	cfg := c.Config()
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append([]string(nil), groups...)}
 	return cfg
+}
+
+// UserConfig returns a copy of the admin config that authenticates as user,
+// one of Options.Users, with that user's own bearer token (no
+// impersonation: the API server sees user as the one who asks).
+func (c *Cluster) UserConfig(user string) (*rest.Config, error) {
+	token, ok := c.userTokens[user]
+	if !ok {
+		return nil, fmt.Errorf("user %q is not one of Options.Users", user)
+	}
+	cfg := c.Config()
+	cfg.BearerToken = token
+	return cfg, nil
+}
+
+// AuditLogPath returns the path of the API server's audit log, or "" if
+// Options.AuditPolicy was empty.
+func (c *Cluster) AuditLogPath() string {
+	return c.auditLogPath
 }
 
 // KubeconfigPath returns the path of the admin kubeconfig under the work

@@ -3,7 +3,12 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
 )
@@ -25,15 +31,8 @@ func TestClusterRunsDeployments(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	client, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-cluster"}}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
+	client := newClient(t, c.Config())
+	ns := createNamespace(ctx, t, client, "e2e-cluster")
 
 	replicas := int32(2)
 	labels := map[string]string{"app": "pause"}
@@ -55,7 +54,7 @@ func TestClusterRunsDeployments(t *testing.T) {
 	}
 
 	var last *appsv1.Deployment
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d, err := client.AppsV1().Deployments(ns.Name).Get(ctx, dep.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -87,10 +86,7 @@ func TestClusterRunsDeployments(t *testing.T) {
 		}
 	}
 
-	nobody, err := kubernetes.NewForConfig(c.ConfigFor("system:serviceaccount:default:nobody"))
-	if err != nil {
-		t.Fatalf("client for nobody: %v", err)
-	}
+	nobody := newClient(t, c.ConfigFor("system:serviceaccount:default:nobody"))
 	_, err = nobody.CoreV1().Secrets(ns.Name).List(ctx, metav1.ListOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("listing secrets as nobody: got %v, want Forbidden", err)
@@ -107,14 +103,8 @@ func TestRestartAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	client, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "survives-restart"}}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
+	client := newClient(t, c.Config())
+	ns := createNamespace(ctx, t, client, "survives-restart")
 	began := time.Now()
 	if err := c.RestartAPIServer(ctx); err != nil {
 		t.Fatalf("restart: %v", err)
@@ -129,4 +119,111 @@ func TestRestartAPIServer(t *testing.T) {
 	if err := c.Stop(); err != nil {
 		t.Fatalf("second stop: %v", err)
 	}
+}
+
+// auditedUser is the user TestAuditPolicy's policy logs the requests of.
+const auditedUser = "audited-client"
+
+// auditedUserPolicy logs auditedUser's requests, and nobody else's.
+const auditedUserPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  users: ["` + auditedUser + `"]
+- level: None
+`
+
+// TestAuditPolicy starts a cluster with an extra user and an audit policy
+// that logs that user's requests only, and checks that a request the user
+// makes, with its own token, is in the audit log and the admin's is not.
+func TestAuditPolicy(t *testing.T) {
+	c := cluster.StartForTest(t, cluster.Options{Users: []string{auditedUser}, AuditPolicy: []byte(auditedUserPolicy)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if c.AuditLogPath() == "" {
+		t.Fatal("AuditLogPath is empty with an AuditPolicy")
+	}
+	if _, err := c.UserConfig("nobody-declared"); err == nil {
+		t.Error("UserConfig of a user not in Options.Users: no error")
+	}
+	cfg, err := c.UserConfig(auditedUser)
+	if err != nil {
+		t.Fatalf("UserConfig: %v", err)
+	}
+	admin := newClient(t, c.Config())
+	createNamespace(ctx, t, admin, "by-admin")
+	createNamespace(ctx, t, newClient(t, cfg), "by-audited-user")
+
+	// The log is written as requests complete, not before the response.
+	var events []auditEvent
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		events = readAuditLog(t, c.AuditLogPath())
+		return slices.ContainsFunc(events, func(ev auditEvent) bool {
+			return ev.User.Username == auditedUser && ev.Verb == "create" && ev.ObjectRef.Resource == "namespaces"
+		}), nil
+	})
+	if err != nil {
+		t.Fatalf("no create of namespaces by %s in the audit log; it holds %+v", auditedUser, events)
+	}
+	for _, ev := range events {
+		if ev.User.Username != auditedUser {
+			t.Errorf("audit log holds a request of %s, which the policy does not select: %+v", ev.User.Username, ev)
+		}
+	}
+}
+
+// auditEvent is what TestAuditPolicy reads of an audit event.
+type auditEvent struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource string `json:"resource"`
+	} `json:"objectRef"`
+}
+
+// readAuditLog reads the JSON audit log at path, if it is there yet.
+func readAuditLog(t *testing.T, path string) []auditEvent {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("read audit log: %v", err)
+	}
+	var events []auditEvent
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("audit log line %q: %v", line, err)
+		}
+		events = append(events, ev)
+	}
+	return events
+}
+
+// newClient returns a clientset for cfg.
+func newClient(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return client
+}
+
+// createNamespace creates the namespace name with client.
+func createNamespace(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) *corev1.Namespace {
+	t.Helper()
+	ns, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	return ns
 }
