@@ -21,8 +21,9 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/shardkeeper.
+build: ## Build bin/shardkeeper, and bin/kubectl-shardkeeper (the kubectl plugin: a link to it).
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/shardkeeper .
+	ln -sf shardkeeper $(BIN)/kubectl-shardkeeper
 
 IMAGE ?= ghcr.io/shardkeeper/shardkeeper:$(VERSION)
 CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
@@ -61,7 +62,7 @@ $(BIN)/kwok-stages/.done:
 	@touch $@
 
 .PHONY: test
-test: vet test-unit chart-test check-manifests test-e2e ## Run every test: vet, unit and e2e on a local control plane.
+test: vet test-unit chart-test alerts-test check-manifests test-e2e ## Run every test: vet, unit, chart, alert rules, manifests and e2e on a local control plane.
 
 .PHONY: vet
 vet: ## Check formatting and run go vet.
@@ -75,7 +76,7 @@ test-unit: ## Run the unit tests (pure logic, fuzz seed corpora included).
 	go test -race -count=1 ./...
 
 .PHONY: test-e2e
-test-e2e: $(CONTROL_PLANE) build ## Run the e2e tests against a real kube-apiserver, etcd, controller-manager, scheduler and kwok.
+test-e2e: $(CONTROL_PLANE) $(BIN)/kubectl $(BIN)/promtool build ## Run the e2e tests against a real kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
 .PHONY: fuzz
@@ -124,6 +125,7 @@ CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-t
   'replicaCount=two' 'logLevel=trace' 'presets.flux.namespace=Flux_System' 'shards[0].id=gpu,shards[0].image=evil' 'unknownKey=1' \
   'resources.limits.memory=lots' 'extraSourceMetricsServices[0]=no-service-named' 'extraSourceRequiredArgs[0]=ns/name=not-a-flag'
 CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true' \
+  'metrics.prometheusRule.enabled=true' 'metrics.dashboard.enabled=true' \
   'image.repository=ghcr.io/shardkeeper/shardkeeper'
 
 .PHONY: helm
@@ -141,6 +143,12 @@ chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set 
 	  $(HELM) lint --strict --quiet $(CHART) -f $$f >/dev/null; \
 	  $(HELM) template shardkeeper $(CHART) --namespace $(CHART_NS) -f $$f >/dev/null; \
 	done
+	@n=$$($(HELM) template shardkeeper $(CHART) --api-versions $(VAP_API) | grep -c '^kind: ValidatingAdmissionPolicy'); \
+	  [ "$$n" = 4 ] || { echo "with $(VAP_API) served: $$n admission policies and bindings rendered, want 4"; exit 1; }; \
+	  for off in '' '--set admissionPolicy.enabled=false --api-versions $(VAP_API)'; do \
+	    n=$$($(HELM) template shardkeeper $(CHART) $$off | grep -c '^kind: ValidatingAdmissionPolicy' || true); \
+	    [ "$$n" = 0 ] || { echo "helm template $$off: $$n admission policies rendered, want none"; exit 1; }; \
+	  done; echo "admission policies: rendered only where the cluster serves them and the value allows"
 	@for bad in $(CHART_SCHEMA_REFUSES); do \
 	  if out=$$($(HELM) template shardkeeper $(CHART) --set "$$bad" 2>&1); then \
 	    echo "helm template --set $$bad: accepted, but the schema must refuse it"; exit 1; fi; \
@@ -156,10 +164,26 @@ chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set 
 	  echo "refused by the chart: --set $$bad"; \
 	done
 
+# --- alerts ---
+# promtool is built from the Go module proxy like the other tools; Prometheus
+# tags its Go module v0.3XX.Y for its release 3.XX.Y.
+PROMETHEUS_VER := v0.316.0
+ALERTS         := $(CHART)/files/alerts.yaml
+
+$(BIN)/promtool:
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) go install -trimpath github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VER)
+
+.PHONY: alerts-test
+alerts-test: $(BIN)/promtool ## Check the chart's alert rules and run their unit tests (promtool test rules).
+	$(BIN)/promtool check rules $(ALERTS)
+	$(BIN)/promtool test rules e2e/testdata/alerts-test.yaml
+
 # render-manifests writes the chart rendered with its default values into the
 # directory $(1): shardkeeper.yaml holds everything but the shard ConfigMap,
 # which goes to shardkeeper-configmap.yaml, to be created once, so that
 # applying the manifests again never resets the shard list.
+VAP_API := admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy
 render-manifests = mkdir -p $(1) && \
   { printf '%s\n' \
       '\# shardkeeper, rendered from charts/shardkeeper with its default values by' \
@@ -172,7 +196,14 @@ render-manifests = mkdir -p $(1) && \
       '\# The shard ConfigMap of manifests/shardkeeper.yaml, rendered by `make manifests`.' \
       '\# Create it once, with `kubectl create -f`, which never overwrites it; then' \
       '\# change the shards with `kubectl patch` (see the README).' && \
-    $(HELM) template shardkeeper $(CHART) --namespace $(CHART_NS) --show-only templates/configmap.yaml; } > $(1)/shardkeeper-configmap.yaml
+    $(HELM) template shardkeeper $(CHART) --namespace $(CHART_NS) --show-only templates/configmap.yaml; } > $(1)/shardkeeper-configmap.yaml && \
+  { printf '%s\n' \
+      '\# The admission policies of manifests/shardkeeper.yaml, rendered by `make manifests`:' \
+      '\# they refuse a bad shard list at the prompt and warn when an edit removes a' \
+      '\# shard that still has objects. They need Kubernetes 1.30 or later:' \
+      '\#   kubectl apply --server-side -f manifests/shardkeeper-admission.yaml' && \
+    $(HELM) template shardkeeper $(CHART) --namespace $(CHART_NS) --show-only templates/admissionpolicy.yaml \
+      --api-versions $(VAP_API); } > $(1)/shardkeeper-admission.yaml
 
 .PHONY: manifests
 manifests: $(BIN)/helm ## Regenerate manifests/ from the Helm chart's default values.

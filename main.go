@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
@@ -36,6 +37,9 @@ func main() {
 // run parses the command line, builds the daemon and runs it until SIGINT
 // or SIGTERM; `status` is the subcommand that prints its status.
 func run(args []string) error {
+	if filepath.Base(os.Args[0]) == statuscmd.PluginName {
+		return statuscmd.Plugin(args, daemon.DefaultNamespace(), os.Stdout, os.Stderr)
+	}
 	if len(args) > 0 && args[0] == "status" {
 		return statuscmd.Run(args[1:], daemon.DefaultNamespace(), os.Stdout)
 	}

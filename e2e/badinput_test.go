@@ -10,8 +10,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -110,19 +112,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	require.GreaterOrEqual(t, len(cases), 40)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cm, err := kube.CoreV1().ConfigMaps(s.fleetNS).Get(s.ctx, s.cmName, metav1.GetOptions{})
-			require.NoError(t, err)
-			cm.Data, cm.BinaryData, cm.Annotations = map[string]string{}, nil, c.annotations
-			switch {
-			case c.binary:
-				cm.BinaryData = map[string][]byte{"shards": []byte(*c.shards)}
-			case c.shards != nil:
-				cm.Data["shards"] = *c.shards
-			}
-			if c.placement != nil {
-				cm.Data["placement"] = *c.placement
-			}
-			_, err = kube.CoreV1().ConfigMaps(s.fleetNS).Update(s.ctx, cm, metav1.UpdateOptions{})
+			_, err := kube.CoreV1().ConfigMaps(s.fleetNS).Update(s.ctx, s.configMapWith(t, c), metav1.UpdateOptions{})
 			require.NoError(t, err)
 			eventually(t, 30*time.Second, "rejected with the reason", func() error {
 				if e := s.status().Error; !strings.Contains(e, c.want) {
@@ -133,6 +123,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 			s.waitEvent(status.ReasonInvalidShardConfig, c.want)
 		})
 	}
+
+	// The last edit is a rejected one, and the metrics say so.
+	v, err := s.daemon.metric("shardkeeper_config_accepted")
+	require.NoError(t, err)
+	assert.Zero(t, v, "shardkeeper_config_accepted while a rejected ConfigMap stands")
 
 	after := s.deployments()
 	require.Equal(t, len(before), len(after), "no Deployment created or deleted")
@@ -152,4 +147,28 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}
 		return nil
 	})
+	for sample, want := range map[string]float64{"shardkeeper_config_accepted": 1, "shardkeeper_leader": 1} {
+		v, err := s.daemon.metric(sample)
+		require.NoError(t, err)
+		assert.Equal(t, want, v, sample)
+	}
+}
+
+// configMapWith is the scenario's ConfigMap with the data, binaryData and
+// annotations of c in place of its own.
+func (s *scenario) configMapWith(t *testing.T, c badInput) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := kube.CoreV1().ConfigMaps(s.fleetNS).Get(s.ctx, s.cmName, metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data, cm.BinaryData, cm.Annotations = map[string]string{}, nil, c.annotations
+	switch {
+	case c.binary:
+		cm.BinaryData = map[string][]byte{shardconfig.ShardsKey: []byte(*c.shards)}
+	case c.shards != nil:
+		cm.Data[shardconfig.ShardsKey] = *c.shards
+	}
+	if c.placement != nil {
+		cm.Data[shardconfig.PlacementKey] = *c.placement
+	}
+	return cm
 }

@@ -62,6 +62,19 @@ up)
     done
   fi
   k="$bin/kubectl --kubeconfig $kubeconfig"
+  # The chart's admission policies answer at the prompt. Both edits below
+  # are server-side dry runs: the policies run, nothing is stored.
+  for _ in $(seq 1 150); do
+    $k -n cattle-fleet-system get configmap shardkeeper-status -o jsonpath='{.data.mapped}' 2>/dev/null | grep -q '^shard1:' && break
+    sleep 0.2
+  done
+  # The API server loads new policies within seconds.
+  for _ in $(seq 1 150); do
+    refused=$($k -n cattle-fleet-system patch configmap shardkeeper --dry-run=server --type merge -p '{"data":{"shards":"Shard_0"}}' 2>&1 | sed 's/^/  #   /' || true)
+    grep -q 'denied request' <<<"$refused" && break
+    sleep 0.2
+  done
+  warned=$($k -n cattle-fleet-system patch configmap shardkeeper --dry-run=server --type merge -p '{"data":{"shards":"shard0"}}' 2>&1 | sed 's/^/  #   /' || true)
   cat <<MSG
 
 shardkeeper is running on a local control plane, installed with the chart in
@@ -83,7 +96,9 @@ Fleet's and Flux's controllers are stand-ins: kwok runs their pods, nothing else
   k -n cattle-fleet-system patch configmap shardkeeper --type merge -p '{"data":{"shards":"shard0,shard1,shard2"}}'
   k get deployments -A -l shardkeeper.io/shard=shard2
 
-  # remove shard1: GitRepos and HelmReleases still point at it, so it is kept
+  # remove shard1: GitRepos and HelmReleases still point at it, so it is kept,
+  # and kubectl says so at once; as a dry run of removing it just now said:
+$warned
   k -n cattle-fleet-system patch configmap shardkeeper --type merge -p '{"data":{"shards":"shard0,shard2"}}'
   k -n cattle-fleet-system describe configmap shardkeeper        # Events: ShardDeletionBlocked
   k -n cattle-fleet-system get configmap shardkeeper-status -o jsonpath='{.data.status}'
@@ -93,8 +108,14 @@ Fleet's and Flux's controllers are stand-ins: kwok runs their pods, nothing else
   k -n fleet-default label helmreleases ingress-nginx sharding.fluxcd.io/key=shard0 --overwrite
   k -n cattle-fleet-system annotate configmap shardkeeper shardkeeper.io/force-delete=shard1   # or force it
 
-  # a mistake changes nothing and says why
+  # a mistake is refused at the prompt with the daemon's reason, and nothing
+  # is stored; as a dry run of it just now said:
+$refused
   k -n cattle-fleet-system patch configmap shardkeeper --type merge -p '{"data":{"shards":"Shard_0"}}'
+
+  # what the policy leaves to the daemon (the YAML form) is rejected there,
+  # and changes nothing either
+  k -n cattle-fleet-system patch configmap shardkeeper --type merge -p '{"data":{"shards":"- id: shard0\\n  image: evil"}}'
   k -n cattle-fleet-system get events --field-selector reason=InvalidShardConfig
 
 Stop everything with: make demo-down

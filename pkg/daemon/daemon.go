@@ -200,6 +200,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 // Deployments and not another's would report shards as half there.
 func (d *Daemon) start(ctx context.Context) error {
 	d.leading.Store(true)
+	metrics.Leader.Set(1)
 	if err := d.tracker.Start(ctx); err != nil {
 		return err
 	}

@@ -4,10 +4,19 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+const (
+	// MaxUnknownShards bounds the shard IDs that UnknownShardObjects names.
+	MaxUnknownShards = 10
+	// OtherShards is the shard label of the unknown IDs beyond the largest
+	// MaxUnknownShards; it is no valid shard ID, so it names none.
+	OtherShards = "_other"
 )
 
 // Registry holds every shardkeeper metric plus the Go and process collectors.
@@ -36,6 +45,27 @@ var (
 	// apiWrites counts the write requests sent to the API server.
 	apiWrites = counterVec("shardkeeper_api_writes_total",
 		"Write requests sent to the Kubernetes API server, by verb and resource.", "verb", "resource")
+	// UnknownShardObjects counts the objects whose shard label names a
+	// shard that is neither listed nor running: nothing reconciles them.
+	// The shard label holds at most MaxUnknownShards IDs, the rest are
+	// summed under OtherShards, so that a flood of typos cannot flood the
+	// series.
+	UnknownShardObjects = gaugeVec("shardkeeper_unknown_shard_objects",
+		"Objects labelled with a shard that is neither listed nor running, by shard (the largest "+
+			strconv.Itoa(MaxUnknownShards)+" IDs; the rest as "+OtherShards+") and kind.", "shard", "kind")
+	// ShardDeployments counts each shard's controller Deployments, desired
+	// and ready.
+	ShardDeployments = gaugeVec("shardkeeper_shard_deployments",
+		"Controller Deployments of a shard, by shard and state (desired, ready).", "shard", "state")
+	// ConfigAccepted is 1 while the shard ConfigMap as it stands is
+	// accepted, 0 while it is rejected (or missing) and nothing changes.
+	ConfigAccepted = gauge("shardkeeper_config_accepted",
+		"1 if the current shard ConfigMap is accepted, 0 if it is rejected or missing.")
+	// Leader is 1 in the replica that runs the controllers.
+	Leader = gauge("shardkeeper_leader", "1 if this replica holds the leader Lease and runs the controllers, else 0.")
+	// LastReconcileSuccess is when a reconcile last completed without error.
+	LastReconcileSuccess = gauge("shardkeeper_last_reconcile_success_timestamp_seconds",
+		"Unix time of the last reconcile of the shard set that completed without error.")
 	// PlacementMoves counts the objects placement relabelled.
 	PlacementMoves = counterVec("shardkeeper_placement_moves_total",
 		"Objects relabelled by placement, by reason (Assign, Drain, Rebalance) and result (moved, conflict, error).", "reason", "result")
@@ -46,6 +76,10 @@ var (
 
 func counter(name, help string) prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
@@ -61,7 +95,7 @@ func init() {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, apiWrites,
-		PlacementMoves,
+		PlacementMoves, UnknownShardObjects, ShardDeployments, ConfigAccepted, Leader, LastReconcileSuccess,
 	)
 }
 

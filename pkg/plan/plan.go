@@ -137,8 +137,10 @@ type Removal struct {
 
 // Unknown is a shard ID that objects carry but no shard has.
 type Unknown struct {
-	Shard  string
-	Count  int
+	Shard string
+	Count int
+	// Mapped are the objects by kind; Count is their sum.
+	Mapped map[string]int
 	Sample []string
 }
 
@@ -530,7 +532,8 @@ func unknownShards(in Input, running map[string]*inForce) []Unknown {
 		if known[id] {
 			continue
 		}
-		out = append(out, Unknown{Shard: id, Count: total(in.Mapped.Counts(id)), Sample: in.Mapped.Sample(id, sampleSize)})
+		counts := nonZero(in.Mapped.Counts(id))
+		out = append(out, Unknown{Shard: id, Count: total(counts), Mapped: counts, Sample: in.Mapped.Sample(id, sampleSize)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
 	return out

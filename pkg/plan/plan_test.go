@@ -306,7 +306,7 @@ func TestUnknownAndNotShardAware(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []status.NotShardAware{{Source: "flux-system/helm-controller", Needs: "--watch-label-selector=!sharding.fluxcd.io/key"}}, p.NotShardAware)
 	require.Len(t, p.Unknown, 1)
-	assert.Equal(t, Unknown{Shard: "typo", Count: 2, Sample: []string{"helmreleases x/2", "helmreleases x/3"}}, p.Unknown[0])
+	assert.Equal(t, Unknown{Shard: "typo", Count: 2, Mapped: map[string]int{"helmreleases": 2}, Sample: []string{"helmreleases x/2", "helmreleases x/3"}}, p.Unknown[0])
 }
 
 func TestBeingDeletedIsNotRecreated(t *testing.T) {

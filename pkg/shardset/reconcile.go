@@ -32,6 +32,7 @@ func (c *Controller) onConfigMap(key string, cm *corev1.ConfigMap) (*corev1.Conf
 		metrics.ReconcileErrors.Inc()
 	} else {
 		c.reconciled.Store(true)
+		metrics.LastReconcileSuccess.SetToCurrentTime()
 	}
 	return out, err
 }
@@ -72,6 +73,7 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		return cm, c.report(cm, status.Status{Error: err.Error()})
 	}
 
+	metrics.ConfigAccepted.Set(1)
 	applyErr := c.apply(cm, p)
 	if c.opts.Mover != nil {
 		c.opts.Mover.Set(mover.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining})
@@ -83,7 +85,7 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		}
 	}
 	if c.mapped.Synced() {
-		recordGauges(p.Shards)
+		recordGauges(p)
 		st := status.Status{Shards: p.Shards, Warnings: warnings(p)}
 		if err := c.report(cm, st); err != nil {
 			applyErr = errors.Join(applyErr, err)
@@ -173,17 +175,3 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// recordGauges sets the shard and mapped-object gauges from the status.
-func recordGauges(shards []status.ShardStatus) {
-	metrics.Shards.Reset()
-	metrics.MappedObjects.Reset()
-	for _, state := range []string{status.StateActive, status.StatePending, status.StateBlocked, status.StateWaiting, status.StateConflict, status.StateDraining, status.StateDrained} {
-		metrics.Shards.WithLabelValues(state).Set(0)
-	}
-	for _, s := range shards {
-		metrics.Shards.WithLabelValues(s.State).Inc()
-		for kind, n := range s.Mapped {
-			metrics.MappedObjects.WithLabelValues(s.ID, kind).Set(float64(n))
-		}
-	}
-}

@@ -30,6 +30,7 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 		c.reported, c.seen = r, r.status
 	}
 	if st.Error != "" {
+		metrics.ConfigAccepted.Set(0)
 		// A rejected edit changes nothing, the report of the shards included.
 		st.Shards, st.Warnings = c.seen.Shards, c.seen.Warnings
 	}

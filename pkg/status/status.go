@@ -7,6 +7,7 @@ package status
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -23,6 +24,11 @@ const (
 	// warningsKey holds the YAML warnings: unknown shard IDs, sources that
 	// are not shard-aware, render errors.
 	warningsKey = "warnings"
+	// mappedKey holds one line "<id>: <n> <kind>, ..." per shard with
+	// objects mapped, in the order of shardsKey. It repeats what shardsKey says in a form
+	// CEL can read, so that the chart's admission policy can warn at the
+	// prompt when an edit removes such a shard (CEL has no YAML parser).
+	mappedKey = "mapped"
 )
 
 // Event reasons.
@@ -78,6 +84,9 @@ func Encode(s Status) (map[string]string, error) {
 		return nil, fmt.Errorf("encoding status: %w", err)
 	}
 	data := map[string]string{shardsKey: string(b)}
+	if lines := mappedLines(shards); lines != "" {
+		data[mappedKey] = lines
+	}
 	if s.Error != "" {
 		data[errorKey] = s.Error
 	}
@@ -90,6 +99,22 @@ func Encode(s Status) (map[string]string, error) {
 		data[warningsKey] = string(b)
 	}
 	return data, nil
+}
+
+// mappedLines renders mappedKey's value, "" when no shard has objects.
+func mappedLines(shards []ShardStatus) string {
+	var lines []string
+	for _, sh := range shards {
+		if len(sh.Mapped) == 0 {
+			continue
+		}
+		counts := make([]string, 0, len(sh.Mapped))
+		for _, kind := range slices.Sorted(maps.Keys(sh.Mapped)) {
+			counts = append(counts, fmt.Sprintf("%d %s", sh.Mapped[kind], kind))
+		}
+		lines = append(lines, sh.ID+": "+strings.Join(counts, ", "))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Decode reads a status ConfigMap's data. A part that cannot be read is

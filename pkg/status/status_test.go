@@ -34,6 +34,22 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	assert.Equal(t, map[string]string{shardsKey: "[]\n"}, empty)
 }
 
+// The admission policy reads one "<id>: <counts>" line per shard that has
+// objects, kinds sorted, and nothing for a shard without.
+func TestEncodeMappedLines(t *testing.T) {
+	data, err := Encode(Status{Shards: []ShardStatus{
+		{ID: "a", State: StateActive, Mapped: map[string]int{"helmreleases": 3, "gitrepos": 12}},
+		{ID: "empty", State: StateActive},
+		{ID: "b", State: StateBlocked, Mapped: map[string]int{"gitrepos": 1}},
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, "a: 12 gitrepos, 3 helmreleases\nb: 1 gitrepos", data[mappedKey])
+
+	empty, err := Encode(Status{Shards: []ShardStatus{{ID: "a", State: StateActive}}})
+	require.NoError(t, err)
+	assert.NotContains(t, empty, mappedKey)
+}
+
 func TestChangesOnlyOnTransitions(t *testing.T) {
 	active := Status{Shards: []ShardStatus{{ID: "b", State: StateActive}}}
 	blocked := Status{Shards: []ShardStatus{{ID: "b", State: StateBlocked, Message: "2 gitrepos"}}}

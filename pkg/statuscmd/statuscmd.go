@@ -17,6 +17,28 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
+// PluginName is the name kubectl finds the binary by on the PATH: run as
+// kubectl-shardkeeper, it is `kubectl shardkeeper`, whose one command is
+// status.
+const PluginName = "kubectl-shardkeeper"
+
+const pluginUsage = `Usage:
+  kubectl shardkeeper status [-o table|wide|yaml|json] [-n NAMESPACE] [--configmap NAME] [--kubeconfig FILE]
+`
+
+// Plugin runs the kubectl plugin: args are the words after
+// "kubectl shardkeeper".
+func Plugin(args []string, defaultNamespace string, out, errOut io.Writer) error {
+	if len(args) > 0 && args[0] == "status" {
+		return Run(args[1:], defaultNamespace, out)
+	}
+	fmt.Fprint(errOut, pluginUsage)
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		return nil
+	}
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
 // Run parses args (the words after "status") and prints the status to out.
 func Run(args []string, defaultNamespace string, out io.Writer) error {
 	fs := flag.NewFlagSet("shardkeeper status", flag.ContinueOnError)

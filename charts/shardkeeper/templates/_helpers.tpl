@@ -300,6 +300,12 @@ Checks of the values that the schema cannot express.
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled" -}}
 {{- end -}}
+{{- if and .Values.metrics.prometheusRule.enabled (not .Values.metrics.enabled) -}}
+{{- fail "metrics.prometheusRule.enabled needs metrics.enabled: its alerts read shardkeeper's metrics" -}}
+{{- end -}}
+{{- if and .Values.metrics.dashboard.enabled (not .Values.metrics.enabled) -}}
+{{- fail "metrics.dashboard.enabled needs metrics.enabled: the dashboard shows shardkeeper's metrics" -}}
+{{- end -}}
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "serviceAccount.create is false: set serviceAccount.name to the ServiceAccount to use" -}}
 {{- end -}}
@@ -315,3 +321,40 @@ Checks of the values that the schema cannot express.
 {{- end -}}
 {{- $_ := include "shardkeeper.shardIDs" . -}}
 {{- end -}}
+
+{{/*
+The resource rule of the admission policies: the shard ConfigMap and nothing
+else. The namespace is matched by the label the API server sets on every
+namespace, before any CEL runs.
+*/}}
+{{- define "shardkeeper.admissionMatch" -}}
+namespaceSelector:
+  matchLabels:
+    kubernetes.io/metadata.name: {{ .Release.Namespace }}
+resourceRules:
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["configmaps"]
+  resourceNames: [{{ .Values.configMap.name | quote }}]
+{{- end }}
+
+{{/*
+A CEL expression for the sentence shardconfig.ValidateID returns for the
+shard ID at .id (quoted, and cut to 64 bytes as the daemon does), or, with
+.dup, the one for an ID listed twice, whose first index .dup is.
+*/}}
+{{- define "shardkeeper.celIDError" -}}
+(size({{ .id }}) > 40 ? 'shard ID ' + strings.quote(size({{ .id }}) > 64 ? {{ .id }}.substring(0, 64) + '...' : {{ .id }}) + ' is ' + string(size({{ .id }})) + ' characters long, at most 40 are allowed' :
+ !{{ .id }}.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') ? 'shard ID ' + strings.quote({{ .id }}) + ' is invalid: use lower-case letters, digits and \'-\', starting and ending with a letter or digit' :
+ {{- if .dup }} 'shard ' + strings.quote({{ .id }}) + ' is listed twice (also shards[' + string({{ .dup }}) + '])'{{ else }} ''{{ end }})
+{{- end }}
+
+{{/*
+Appended to a CEL string expression, splits it into words at the characters
+that can stand around a shard ID in any form of the list (plain, YAML block
+or flow, quoted): a shard ID is in the list's words when the list names it.
+*/}}
+{{- define "shardkeeper.celWords" -}}
+{{- range list "\\n" "\\t" "\\r" "," "[" "]" "{" "}" ":" "\"" "\\'" }}.replace('{{ . }}', ' '){{ end }}.split(' ').filter(w, w != '')
+{{- end }}
