@@ -21,7 +21,7 @@ func TestUnknownSeriesNamesTheLargestIDs(t *testing.T) {
 	}
 	assert.Equal(t, map[seriesKey]int{
 		{"many", "gitrepos"}: 2, {"many", "helmreleases"}: 3,
-		{"tie-a", "helmreleases"}: 2,
+		{"tie-a", "helmreleases"}:         2,
 		{metrics.OtherShards, "gitrepos"}: 3,
 	}, unknownSeries(unknown, 2))
 }

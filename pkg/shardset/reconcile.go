@@ -174,4 +174,3 @@ func ignoreNotFound(err error) error {
 	}
 	return err
 }
-
