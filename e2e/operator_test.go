@@ -201,14 +201,29 @@ func TestAdmissionAtThePrompt(t *testing.T) {
 	s.object(gitRepos, "payments", fleetLabel, "shard1")
 	s.object(gitRepos, "web", fleetLabel, "shard1")
 	s.object(helmReleases, "ingress", fluxLabel, "shard1")
-	eventually(t, time.Minute, "the status counts shard1's objects", func() error {
+	s.object(gitRepos, "api", fleetLabel, "shard0")
+	eventually(t, time.Minute, "the status counts the shards' objects", func() error {
+		counted := 0
 		for _, sh := range s.status().Shards {
-			if sh.ID == "shard1" && sh.Mapped["gitrepos"] == 2 && sh.Mapped["helmreleases"] == 1 {
-				return nil
+			if (sh.ID == "shard0" && sh.Mapped["gitrepos"] == 1) ||
+				(sh.ID == "shard1" && sh.Mapped["gitrepos"] == 2 && sh.Mapped["helmreleases"] == 1) {
+				counted++
 			}
 		}
-		return fmt.Errorf("status %+v", s.status().Shards)
+		if counted < 2 {
+			return fmt.Errorf("status %+v", s.status().Shards)
+		}
+		return nil
 	})
+
+	// Removing both with the YAML form of the empty list (a dry run, so
+	// nothing is stored): one warning names both, with their counts.
+	out, errOut, err = kubectl(t, "-n", s.fleetNS, "patch", "configmap", s.cmName, "--type", "merge", "--dry-run=server",
+		"-p", `{"data":{"shards":"[]"}}`)
+	require.NoError(t, err, errOut)
+	t.Logf("kubectl patch (both removed):\n%s%s", out, errOut)
+	assert.Contains(t, errOut, "shards shard0 (1 gitrepos), shard1 (2 gitrepos, 1 helmreleases) still have objects mapped")
+	assert.Contains(t, errOut, fmt.Sprintf("kubectl -n %s annotate configmap %s shardkeeper.io/force-delete=shard0,shard1", s.fleetNS, s.cmName))
 
 	// A bad plain list: refused with the daemon's own sentence, not stored.
 	_, parseErr := shardconfig.ParseShards("shard0,Shard_1")
