@@ -208,12 +208,23 @@ func applyThreshold(p *Placement, raw *rawPlacement) error {
 		return nil
 	}
 	p.Threshold = *raw.Threshold
-	if p.Threshold.Type == intstr.String {
-		if _, err := percent(p.Threshold.StrVal); err != nil {
-			return fmt.Errorf("placement.threshold: %w", err)
+	return checkIntOrPercent("threshold", p.Threshold, percent, 1, 0)
+}
+
+// checkIntOrPercent checks a setting that is either a number from min to
+// max (max 0: no upper bound) or a percentage that pct accepts.
+func checkIntOrPercent(name string, v intstr.IntOrString, pct func(string) (int, error), min, max int) error {
+	if v.Type == intstr.String {
+		if _, err := pct(v.StrVal); err != nil {
+			return fmt.Errorf("placement.%s: %w", name, err)
 		}
-	} else if p.Threshold.IntVal < 1 {
-		return fmt.Errorf("placement.threshold %d: must be at least 1", p.Threshold.IntVal)
+		return nil
+	}
+	switch n := int(v.IntVal); {
+	case max == 0 && n < min:
+		return fmt.Errorf("placement.%s %d: must be at least %d", name, n, min)
+	case max > 0 && (n < min || n > max):
+		return fmt.Errorf("placement.%s %d: must be between %d and %d", name, n, min, max)
 	}
 	return nil
 }
@@ -296,14 +307,7 @@ func applyFailover(p *Placement, raw *rawPlacement) error {
 		return nil
 	}
 	p.FailoverMaxDown = *raw.FailoverMaxDown
-	if p.FailoverMaxDown.Type == intstr.String {
-		if _, err := downPercent(p.FailoverMaxDown.StrVal); err != nil {
-			return fmt.Errorf("placement.failoverMaxDown: %w", err)
-		}
-	} else if p.FailoverMaxDown.IntVal < 1 || p.FailoverMaxDown.IntVal > maxShards {
-		return fmt.Errorf("placement.failoverMaxDown %d: must be between 1 and %d", p.FailoverMaxDown.IntVal, maxShards)
-	}
-	return nil
+	return checkIntOrPercent("failoverMaxDown", p.FailoverMaxDown, downPercent, 1, maxShards)
 }
 
 // downPercent parses failoverMaxDown as a percentage of the listed shards.
