@@ -310,7 +310,7 @@ func shardsWithout(ids []string, down ...string) string {
 func (s *scenario) takeDown(id string) {
 	s.t.Helper()
 	sel := metav1.ListOptions{LabelSelector: render.ShardLabel + "=" + id}
-	eventually(s.t, time.Minute, "shard "+id+"'s Deployments updated", func() error {
+	eventually(s.t, 2*time.Minute, "shard "+id+"'s Deployments updated", func() error {
 		deps, err := kube.AppsV1().Deployments("").List(s.ctx, sel)
 		if err != nil {
 			return err
@@ -371,7 +371,7 @@ func TestPlacementFailover(t *testing.T) {
 
 		// Restart in the middle: the new process has seen nothing yet,
 		// so it moves nothing for failoverAfter, then carries on.
-		eventually(t, time.Minute, "the failover under way", func() error {
+		eventually(t, 2*time.Minute, "the failover under way", func() error {
 			if loads, _ := s.loads(); loads["f2"] >= before["f2"] {
 				return fmt.Errorf("loads %v", loads)
 			}

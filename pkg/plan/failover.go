@@ -21,6 +21,9 @@ type Availability struct {
 	// it available again. Until FailoverAfter has passed since, it takes
 	// no objects, so that a shard that flaps does not draw load back.
 	Returned map[string]time.Time
+	// Had holds, per shard that is down, how many objects were mapped to
+	// it when it went down, so that the status can say how many have left.
+	Had map[string]int
 }
 
 // failover is what decideFailover concluded for one decision.
@@ -58,7 +61,7 @@ func available(deps []*appsv1.Deployment) bool {
 func decideFailover(in Input, running map[string]*inForce) failover {
 	place := in.Config.Placement
 	f := failover{down: map[string]bool{}, failing: map[string]bool{}, recovering: map[string]bool{},
-		seen: Availability{Unavailable: map[string]time.Time{}, Returned: map[string]time.Time{}}}
+		seen: Availability{Unavailable: map[string]time.Time{}, Returned: map[string]time.Time{}, Had: map[string]int{}}}
 	after := place.FailoverAfter
 	if !place.Enabled || after <= 0 {
 		return f
@@ -82,6 +85,11 @@ func decideFailover(in Input, running map[string]*inForce) failover {
 			f.seen.Unavailable[id] = since
 			if in.Now.Sub(since) >= after {
 				f.down[id] = true
+				had, ok := in.Availability.Had[id]
+				if !ok {
+					had = total(in.Mapped.Counts(id))
+				}
+				f.seen.Had[id] = had
 			} else {
 				wait(since)
 			}
@@ -115,9 +123,10 @@ func decideFailover(in Input, running map[string]*inForce) failover {
 }
 
 // failedOverMessage says why a shard's objects leave it, and what stays.
-func failedOverMessage(id string, since time.Time, left, pinnedCount int, sample []string) string {
+func failedOverMessage(id string, since time.Time, had, left, pinnedCount int, sample []string) string {
 	msg := fmt.Sprintf("shard %s is down: none of its Deployments has had an Available replica since %s; "+
-		"its objects move to the other shards, paced (%d still mapped to it)", id, since.UTC().Format(time.RFC3339), left)
+		"its objects move to the other shards, paced: %d of %d have left, %d are still mapped to it",
+		id, since.UTC().Format(time.RFC3339), max(had-left, 0), had, left)
 	if pinnedCount > 0 {
 		msg += fmt.Sprintf("; %d pinned objects stay and are stranded while it is down: %s", pinnedCount, strings.Join(sample, ", "))
 	}

@@ -53,6 +53,7 @@ func failoverWorld(t *testing.T) (*world, string) {
 func TestFailoverWaitsAFullFailoverAfterOfItsOwn(t *testing.T) {
 	w, place := failoverWorld(t)
 	w.setAvailable("b", false)
+	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"apps/one", "apps/two"}}
 
 	p := w.decideAt("a,b,c,d", place, t0, Availability{})
 	assert.Empty(t, p.FailingOver, "first seen down just now")
@@ -67,6 +68,12 @@ func TestFailoverWaitsAFullFailoverAfterOfItsOwn(t *testing.T) {
 	assert.Equal(t, []string{"b"}, p.FailingOver)
 	assert.Equal(t, status.StateFailedOver, byID(p)["b"].State)
 	assert.Contains(t, byID(p)["b"].Message, "none of its Deployments has had an Available replica since 2026-11-30T12:00:00Z")
+	assert.Contains(t, byID(p)["b"].Message, "0 of 2 have left, 2 are still mapped to it")
+
+	// Two of its objects leave: the count of those that left follows.
+	w.mapped.Objects["b"]["gitrepos"] = w.mapped.Objects["b"]["gitrepos"][:0]
+	p = w.decideAt("a,b,c,d", place, t0.Add(90*time.Second), p.Availability)
+	assert.Contains(t, byID(p)["b"].Message, "2 of 2 have left, 0 are still mapped to it")
 	assert.Equal(t, []string{"a", "c", "d"}, p.Targets)
 	assert.Empty(t, p.Actions, "the shard's Deployments are left as they are")
 

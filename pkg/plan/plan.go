@@ -444,7 +444,7 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 			p.FailingOver = append(p.FailingOver, shard.ID)
 			n, sample := pinned(place, in.Mapped, shard.ID, sampleSize)
 			st.State = status.StateFailedOver
-			st.Message = failedOverMessage(shard.ID, fo.seen.Unavailable[shard.ID], total(st.Mapped), n, sample)
+			st.Message = failedOverMessage(shard.ID, fo.seen.Unavailable[shard.ID], fo.seen.Had[shard.ID], total(st.Mapped), n, sample)
 		case fo.down[shard.ID]:
 			st.Message = fmt.Sprintf("shard %s is down, but is not failed over: %s", shard.ID, fo.withheld)
 		case fo.recovering[shard.ID]:
