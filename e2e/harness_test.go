@@ -436,7 +436,7 @@ func (s *scenario) events(reason string) []string {
 
 func (s *scenario) waitEvent(reason, contains string) {
 	s.t.Helper()
-	eventually(s.t, 2*time.Minute, "Event "+reason+" with "+contains, func() error {
+	eventually(s.t, 60*time.Second, "Event "+reason+" with "+contains, func() error {
 		for _, m := range s.events(reason) {
 			if strings.Contains(m, contains) {
 				return nil
@@ -470,7 +470,7 @@ func (s *scenario) shardState(id string) string {
 
 func (s *scenario) waitState(id, state string) {
 	s.t.Helper()
-	eventually(s.t, 2*time.Minute, "shard "+id+" "+state, func() error {
+	eventually(s.t, 60*time.Second, "shard "+id+" "+state, func() error {
 		if got := s.shardState(id); got != state {
 			return fmt.Errorf("state %q", got)
 		}
