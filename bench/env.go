@@ -28,18 +28,6 @@ import (
 // requests and nobody else's.
 const DaemonUser = "shardkeeper-daemon"
 
-// auditPolicy logs, at the Metadata level, every request of DaemonUser
-// once its response has started (no RequestReceived stage), and nothing
-// else.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  users: ["` + DaemonUser + `"]
-- level: None
-`
-
 const (
 	fleetNS   = "bench-fleet"
 	fluxNS    = "bench-flux"
@@ -76,7 +64,7 @@ type env struct {
 
 func startEnv(ctx context.Context, binDir, workDir string, logf func(string, ...any)) (*env, error) {
 	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, WorkDir: filepath.Join(workDir, "cluster"), Workloads: true,
-		Users: []string{DaemonUser}, AuditPolicy: []byte(auditPolicy), Logf: logf})
+		Users: []string{DaemonUser}, AuditPolicy: cluster.UserAuditPolicy(DaemonUser), Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}

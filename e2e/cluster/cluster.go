@@ -464,6 +464,25 @@ func (c *Cluster) UserConfig(user string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// UserAuditPolicy is an audit policy for Options.AuditPolicy that logs,
+// at the Metadata level and once the response has started, every request
+// of the given users and nobody else's: how a test or the benchmark counts
+// one client's requests.
+func UserAuditPolicy(users ...string) []byte {
+	quoted := make([]string, len(users))
+	for i, u := range users {
+		quoted[i] = strconv.Quote(u)
+	}
+	return []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  users: [` + strings.Join(quoted, ", ") + `]
+- level: None
+`)
+}
+
 // AuditLogPath returns the path of the API server's audit log, or "" if
 // Options.AuditPolicy was empty.
 func (c *Cluster) AuditLogPath() string {

@@ -124,21 +124,11 @@ func TestRestartAPIServer(t *testing.T) {
 // auditedUser is the user TestAuditPolicy's policy logs the requests of.
 const auditedUser = "audited-client"
 
-// auditedUserPolicy logs auditedUser's requests, and nobody else's.
-const auditedUserPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  users: ["` + auditedUser + `"]
-- level: None
-`
-
 // TestAuditPolicy starts a cluster with an extra user and an audit policy
 // that logs that user's requests only, and checks that a request the user
 // makes, with its own token, is in the audit log and the admin's is not.
 func TestAuditPolicy(t *testing.T) {
-	c := cluster.StartForTest(t, cluster.Options{Users: []string{auditedUser}, AuditPolicy: []byte(auditedUserPolicy)})
+	c := cluster.StartForTest(t, cluster.Options{Users: []string{auditedUser}, AuditPolicy: cluster.UserAuditPolicy(auditedUser)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if c.AuditLogPath() == "" {
