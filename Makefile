@@ -80,11 +80,12 @@ test-e2e: $(CONTROL_PLANE) $(BIN)/kubectl $(BIN)/promtool build ## Run the e2e t
 	SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the ConfigMap parsers, the renderer and placement, $(FUZZ_TIME) each; crashes land in testdata/fuzz as seed cases.
+fuzz: ## Fuzz the ConfigMap parsers, the renderer, placement and failover, $(FUZZ_TIME) each; crashes land in testdata/fuzz as seed cases.
 	go test ./pkg/shardconfig -run '^$$' -fuzz FuzzParseShards -fuzztime $(FUZZ_TIME)
 	go test ./pkg/render -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZ_TIME)
 	go test ./pkg/shardconfig -run '^$$' -fuzz FuzzParsePlacement -fuzztime $(FUZZ_TIME)
 	go test ./pkg/balance -run '^$$' -fuzz FuzzMoves -fuzztime $(FUZZ_TIME)
+	go test ./pkg/plan -run '^$$' -fuzz FuzzFailover -fuzztime $(FUZZ_TIME)
 
 SOAK_RUNS ?= 20
 
@@ -123,7 +124,8 @@ HELM           := HELM_CACHE_HOME=$(BIN)/.helm/cache HELM_CONFIG_HOME=$(BIN)/.he
 # Values that the chart must refuse: by its schema, and by its templates.
 CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-than-forty-chars' 'shards={shard0,Bad_ID}' \
   'replicaCount=two' 'logLevel=trace' 'presets.flux.namespace=Flux_System' 'shards[0].id=gpu,shards[0].image=evil' 'unknownKey=1' \
-  'resources.limits.memory=lots' 'extraSourceMetricsServices[0]=no-service-named' 'extraSourceRequiredArgs[0]=ns/name=not-a-flag'
+  'resources.limits.memory=lots' 'extraSourceMetricsServices[0]=no-service-named' 'extraSourceRequiredArgs[0]=ns/name=not-a-flag' \
+  'placement.failoverAfter=soon'
 CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true' \
   'metrics.prometheusRule.enabled=true' 'metrics.dashboard.enabled=true' \
   'image.repository=ghcr.io/shardkeeper/shardkeeper'
@@ -151,6 +153,12 @@ chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set 
 	    n=$$($(HELM) template shardkeeper $(CHART) $$off | grep -c '^kind: ValidatingAdmissionPolicy' || true); \
 	    [ "$$n" = 0 ] || { echo "helm template $$off: $$n admission policies rendered, want none"; exit 1; }; \
 	  done; echo "admission policies: rendered only where the cluster serves them and the value allows"
+	@$(HELM) template shardkeeper $(CHART) --show-only templates/configmap.yaml --set placement.enabled=true \
+	    --set placement.failoverAfter=5m | grep -qF 'placement: "failoverAfter: 5m\n"' || \
+	  { echo "placement.failoverAfter=5m does not seed the ConfigMap's placement key"; exit 1; }; \
+	  if $(HELM) template shardkeeper $(CHART) --show-only templates/configmap.yaml | grep -q 'placement:'; then \
+	    echo "a placement key rendered without placement.failoverAfter"; exit 1; fi; \
+	  echo "placement.failoverAfter: seeds the placement key, and only then"
 	@for bad in $(CHART_SCHEMA_REFUSES); do \
 	  if out=$$($(HELM) template shardkeeper $(CHART) --set "$$bad" 2>&1); then \
 	    echo "helm template --set $$bad: accepted, but the schema must refuse it"; exit 1; fi; \

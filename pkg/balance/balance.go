@@ -40,6 +40,9 @@ type Input struct {
 	// Draining are the shards whose Movable objects must leave. A draining
 	// shard never receives objects, even when it is also listed in Targets.
 	Draining []string
+	// FailingOver are the shards that are down: their Movable objects leave
+	// as a drain's do (paced by MaxMoves), with the reason Failover.
+	FailingOver []string
 	// Now is the time of the round, compared with Object.MovedAt.
 	Now time.Time
 	// Threshold is the spread (max - min load over the targets) that
@@ -67,6 +70,8 @@ const (
 	Drain Reason = "Drain"
 	// Rebalance: the object moved to narrow the spread between targets.
 	Rebalance Reason = "Rebalance"
+	// Failover: the object left a shard whose controllers are down.
+	Failover Reason = "Failover"
 )
 
 // Move relabels one object from shard From ("" for an assignment) to To.
@@ -82,7 +87,8 @@ type Move struct {
 // loads left by the previous ones. The result depends only on in, not on the
 // order of in.Objects.
 func Moves(in Input) []Move {
-	draining := set(in.Draining)
+	failing := set(in.FailingOver)
+	draining := set(append(slices.Clone(in.Draining), in.FailingOver...))
 	var targets []string
 	for _, t := range set(in.Targets) {
 		if _, ok := slices.BinarySearch(draining, t); !ok {
@@ -147,7 +153,11 @@ func Moves(in Input) []Move {
 		if budget == 0 {
 			break
 		}
-		toLightest(i, Drain)
+		reason := Drain
+		if _, ok := slices.BinarySearch(failing, objs[i].Shard); ok {
+			reason = Failover
+		}
+		toLightest(i, reason)
 		budget--
 	}
 	for _, s := range h {

@@ -362,8 +362,9 @@ func BenchmarkMoves(b *testing.B) {
 }
 
 // FuzzMoves checks the invariants of any round: only movable objects move,
-// none twice, only to targets that are not draining, drains and rebalances
-// within budget, and the same plan for reordered input.
+// none twice, only to targets that are neither draining nor failing over,
+// drains, failovers and rebalances within budget, and the same plan for
+// reordered input.
 func FuzzMoves(f *testing.F) {
 	f.Add([]byte{3, 1, 1, 2, 60, 0, 1, 7, 2, 3, 5, 2, 1, 1, 9, 0, 3, 4, 4})
 	f.Add([]byte{2, 0, 0, 100, 0, 0, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3})
@@ -381,12 +382,13 @@ func FuzzMoves(f *testing.F) {
 		// draining (possibly overlapping), plus "" and an unknown one.
 		shards := []string{"s0", "s1", "s2", "s3", "s4"}
 		in := Input{
-			Targets:   shards[:next()%6],
-			Draining:  shards[5-next()%6:],
-			Threshold: next()%5 - 1,
-			MaxMoves:  next()%12 - 2,
-			Cooldown:  time.Duration(next()%3) * time.Hour,
-			Now:       now,
+			Targets:     shards[:next()%6],
+			Draining:    shards[5-next()%6:],
+			FailingOver: shards[2 : 2+next()%4],
+			Threshold:   next()%5 - 1,
+			MaxMoves:    next()%12 - 2,
+			Cooldown:    time.Duration(next()%3) * time.Hour,
+			Now:         now,
 		}
 		all := append([]string{"", "unknown"}, shards...)
 		for i := 0; len(data) > 0; i++ {
@@ -408,7 +410,7 @@ func FuzzMoves(f *testing.F) {
 		}
 		receivers := map[string]bool{}
 		for _, s := range in.Targets {
-			receivers[s] = !slices.Contains(in.Draining, s)
+			receivers[s] = !slices.Contains(in.Draining, s) && !slices.Contains(in.FailingOver, s)
 		}
 		moved := map[string]bool{}
 		budgeted := 0
@@ -424,6 +426,10 @@ func FuzzMoves(f *testing.F) {
 				require.Empty(t, m.From)
 			case Drain:
 				require.Contains(t, in.Draining, m.From)
+				require.NotContains(t, in.FailingOver, m.From)
+				budgeted++
+			case Failover:
+				require.Contains(t, in.FailingOver, m.From)
 				budgeted++
 			case Rebalance:
 				require.True(t, receivers[m.From])
@@ -449,6 +455,31 @@ func FuzzMoves(f *testing.F) {
 		in.Objects = reversed
 		require.Equal(t, moves, Moves(in))
 	})
+}
+
+// A shard that is down loses its movable objects as a drain would, paced,
+// with the reason Failover; it receives none, its pinned objects stay.
+func TestMovesFailover(t *testing.T) {
+	in := Input{Targets: []string{"a", "b", "c"}, FailingOver: []string{"b"}, MaxMoves: 2, Now: now, Threshold: 100,
+		Objects: []Object{
+			{Key: "o1", Shard: "b", Movable: true, Weight: 1},
+			{Key: "o2", Shard: "b", Movable: true, Weight: 1},
+			{Key: "o3", Shard: "b", Movable: true, Weight: 1},
+			{Key: "pinned", Shard: "b", Weight: 1},
+			{Key: "new", Movable: true, Weight: 1},
+		}}
+	moves := Moves(in)
+	var failover, to []string
+	for _, m := range moves {
+		to = append(to, m.To)
+		if m.Reason == Failover {
+			failover = append(failover, m.Key)
+			assert.Equal(t, "b", m.From)
+		}
+	}
+	assert.Equal(t, []string{"o1", "o2"}, failover, "paced by maxMoves, the pinned object stays")
+	assert.NotContains(t, to, "b", "nothing goes to a shard that is down")
+	assert.Len(t, moves, 3, "the new object is assigned elsewhere")
 }
 
 func TestMovesAssignHeaviestFirst(t *testing.T) {

@@ -68,7 +68,7 @@ var (
 		"Unix time of the last reconcile of the shard set that completed without error.")
 	// PlacementMoves counts the objects placement relabelled.
 	PlacementMoves = counterVec("shardkeeper_placement_moves_total",
-		"Objects relabelled by placement, by reason (Assign, Drain, Rebalance) and result (moved, conflict, error).", "reason", "result")
+		"Objects relabelled by placement, by reason (Assign, Drain, Failover, Rebalance) and result (moved, conflict, error).", "reason", "result")
 )
 
 // The constructors below keep each metric's declaration to its name, help

@@ -30,8 +30,9 @@ type result struct {
 	// moved counts the relabels done, by reason; to by shard they went to.
 	moved map[balance.Reason]int
 	to    map[string]int
-	// from counts the drained objects by the shard they left.
-	from map[string]int
+	// from counts the drained objects by the shard they left; down the
+	// failed-over ones.
+	from, down map[string]int
 	// paced counts the drain and rebalance moves tried, against the budget.
 	paced int
 	// conflicts are objects that changed since the cache was read: the
@@ -89,7 +90,7 @@ func bumpPatch(o mapped.Object, label, to string, now time.Time, path string, va
 // apply writes the moves, a few at a time. An object in owners (one with
 // derived objects) of a kind with BumpOnMove is bumped as it moves.
 func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[string]mapped.Object, owners map[string]bool, now time.Time) result {
-	res := result{moved: map[balance.Reason]int{}, to: map[string]int{}, from: map[string]int{}}
+	res := result{moved: map[balance.Reason]int{}, to: map[string]int{}, from: map[string]int{}, down: map[string]int{}}
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(writeParallelism)
@@ -113,8 +114,11 @@ func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[strin
 			case err == nil:
 				res.moved[m.Reason]++
 				res.to[m.To]++
-				if m.Reason == balance.Drain {
+				switch m.Reason {
+				case balance.Drain:
 					res.from[m.From]++
+				case balance.Failover:
+					res.down[m.From]++
 				}
 			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 				outcome = "conflict"
@@ -183,7 +187,7 @@ func (p *Mover) report(cm *corev1.ConfigMap, res result) {
 // movedMessage summarises a round: how many objects moved, why, and where.
 func movedMessage(res result) string {
 	var why []string
-	for _, r := range []balance.Reason{balance.Assign, balance.Drain, balance.Rebalance} {
+	for _, r := range []balance.Reason{balance.Assign, balance.Drain, balance.Failover, balance.Rebalance} {
 		if n := res.moved[r]; n > 0 {
 			why = append(why, fmt.Sprintf("%d %s", n, verbs[r]))
 		}
@@ -192,13 +196,17 @@ func movedMessage(res result) string {
 	if len(res.from) > 0 {
 		msg += "; drained from " + counts(res.from)
 	}
+	if len(res.down) > 0 {
+		msg += "; failed over from " + counts(res.down) + ", which is down"
+	}
 	if res.conflicts > 0 {
 		msg += fmt.Sprintf("; %d changed since they were read and are decided again", res.conflicts)
 	}
 	return msg
 }
 
-var verbs = map[balance.Reason]string{balance.Assign: "assigned", balance.Drain: "drained", balance.Rebalance: "rebalanced"}
+var verbs = map[balance.Reason]string{balance.Assign: "assigned", balance.Drain: "drained", balance.Failover: "failed over",
+	balance.Rebalance: "rebalanced"}
 
 func counts(m map[string]int) string {
 	var parts []string

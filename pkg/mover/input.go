@@ -1,6 +1,7 @@
 package mover
 
 import (
+	"slices"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
@@ -30,14 +31,14 @@ func owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool
 // returns the objects by Key so that each move can be written with the
 // resourceVersion the decision saw.
 func input(st State, objs []mapped.Object, now time.Time, budget int) (balance.Input, map[string]mapped.Object) {
-	in := balance.Input{Targets: st.Targets, Draining: st.Draining, Now: now,
+	in := balance.Input{Targets: st.Targets, Draining: st.Draining, FailingOver: st.FailingOver, Now: now,
 		MaxMoves: budget, Cooldown: st.Placement.Cooldown, Objects: make([]balance.Object, 0, len(objs))}
 	index := make(map[string]mapped.Object, len(objs))
 	targets := make(map[string]bool, len(st.Targets))
 	for _, t := range st.Targets {
 		targets[t] = true
 	}
-	for _, t := range st.Draining {
+	for _, t := range append(slices.Clone(st.Draining), st.FailingOver...) {
 		delete(targets, t)
 	}
 	load := 0

@@ -55,8 +55,9 @@ type State struct {
 	ConfigMap *corev1.ConfigMap
 	// Placement are the settings; placement does nothing while disabled.
 	Placement shardconfig.Placement
-	// Targets may receive objects; Draining must lose theirs.
-	Targets, Draining []string
+	// Targets may receive objects; Draining must lose theirs, and so must
+	// FailingOver, the shards that are down.
+	Targets, Draining, FailingOver []string
 }
 
 // patcher is the one write the mover makes: a patch of one object. It is
@@ -152,7 +153,7 @@ func sameState(a, b State) bool {
 		return false
 	}
 	return slices.Equal(a.Targets, b.Targets) && slices.Equal(a.Draining, b.Draining) &&
-		reflect.DeepEqual(a.Placement, b.Placement)
+		slices.Equal(a.FailingOver, b.FailingOver) && reflect.DeepEqual(a.Placement, b.Placement)
 }
 
 // Wake asks for a round, for instance because a mapped object changed.

@@ -97,6 +97,9 @@ func TestMovedMessage(t *testing.T) {
 	}
 	assert.Equal(t, "placement moved 5 objects (3 assigned, 2 drained) to shard-0: 1, shard-1: 4; drained from shard-2: 2; "+
 		"1 changed since they were read and are decided again", movedMessage(res))
+
+	res = result{moved: map[balance.Reason]int{balance.Failover: 2}, to: map[string]int{"shard-0": 2}, down: map[string]int{"shard-1": 2}}
+	assert.Equal(t, "placement moved 2 objects (2 failed over) to shard-0: 2; failed over from shard-1: 2, which is down", movedMessage(res))
 }
 
 func TestSetWakesOnlyOnChange(t *testing.T) {
@@ -120,10 +123,11 @@ func TestSetWakesOnlyOnChange(t *testing.T) {
 	p.Set(State{ConfigMap: cm.DeepCopy(), Placement: same, Targets: []string{"a", "b"}})
 	assert.False(t, woken(), "a reconcile that changed nothing does not run a round")
 	for name, next := range map[string]State{
-		"targets":   {ConfigMap: cm, Placement: on, Targets: []string{"a"}},
-		"draining":  {ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}, Draining: []string{"c"}},
-		"settings":  {ConfigMap: cm, Targets: []string{"a", "b"}},
-		"configmap": {ConfigMap: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2"}}, Placement: on, Targets: []string{"a", "b"}},
+		"targets":      {ConfigMap: cm, Placement: on, Targets: []string{"a"}},
+		"draining":     {ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}, Draining: []string{"c"}},
+		"failing over": {ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}, FailingOver: []string{"c"}},
+		"settings":     {ConfigMap: cm, Targets: []string{"a", "b"}},
+		"configmap":    {ConfigMap: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2"}}, Placement: on, Targets: []string{"a", "b"}},
 	} {
 		p.Set(st)
 		woken()

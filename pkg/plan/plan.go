@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -74,6 +75,11 @@ type Input struct {
 	ForceDeleted map[string]bool
 	// ConfigMap is the shard ConfigMap, for the commands that messages quote.
 	ConfigMap types.NamespacedName
+	// Now is the time of the decision, and Availability what this process
+	// saw of the shards' Deployments up to the decision before: failover
+	// decides from both.
+	Now          time.Time
+	Availability Availability
 }
 
 // ActionKind is what to do with one Deployment or Service.
@@ -168,6 +174,16 @@ type Plan struct {
 	// movable objects placement moves away. Both are empty when placement
 	// is off.
 	Targets, Draining []string
+	// FailingOver are the listed shards that are down, whose movable
+	// objects placement moves away; FailoverWithheld says why none is
+	// although some are down.
+	FailingOver      []string
+	FailoverWithheld string
+	// Availability is Input.Availability brought up to this decision, for
+	// the next one; RecheckAfter, when not 0, is when the next decision is
+	// due although nothing changes (a shard then counts as down, or as back).
+	Availability Availability
+	RecheckAfter time.Duration
 }
 
 // inForce is what a shard has in the cluster: its managed Deployments and
@@ -367,7 +383,9 @@ func Decide(in Input) (Plan, error) {
 	}
 	p := Plan{NewShards: map[string]bool{}}
 	p.NotShardAware = notShardAware(in.Sources)
-	decideListed(in, running, &p)
+	fo := decideFailover(in, running)
+	p.Availability, p.RecheckAfter, p.FailoverWithheld = fo.seen, fo.recheck, fo.withheld
+	decideListed(in, running, fo, &p)
 	decideRemoved(in, running, synced, &p)
 	p.Force, p.ForceChanged = consumeForce(in, running, p.Removals, synced)
 	p.Unknown = unknownShards(in, running)
@@ -393,7 +411,7 @@ func notShardAware(sources []SourceState) []status.NotShardAware {
 // ready may take objects, and a shard in conflict is not ours to place
 // onto or drain. A render error is reported once, however many shards hit
 // it, since it is the source's fault, not the shard's.
-func decideListed(in Input, running map[string]*inForce, p *Plan) {
+func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 	place := in.Config.Placement
 	renderFailed := map[string]bool{}
 	renderErr := func(err error) {
@@ -422,6 +440,16 @@ func decideListed(in Input, running map[string]*inForce, p *Plan) {
 			} else if n, sample := pinned(place, in.Mapped, shard.ID, sampleSize); n > 0 {
 				st.Message = pinnedMessage(in.ConfigMap, shard.ID, n, sample)
 			}
+		case fo.failing[shard.ID]:
+			p.FailingOver = append(p.FailingOver, shard.ID)
+			n, sample := pinned(place, in.Mapped, shard.ID, sampleSize)
+			st.State = status.StateFailedOver
+			st.Message = failedOverMessage(shard.ID, fo.seen.Unavailable[shard.ID], fo.seen.Had[shard.ID], total(st.Mapped), n, sample)
+		case fo.down[shard.ID]:
+			st.Message = fmt.Sprintf("shard %s is down, but is not failed over: %s", shard.ID, fo.withheld)
+		case fo.recovering[shard.ID]:
+			st.Message = fmt.Sprintf("shard %s is back after a failover; it takes objects again once it has been up for %s",
+				shard.ID, place.FailoverAfter)
 		case st.Desired > 0 && st.Ready == st.Desired:
 			p.Targets = append(p.Targets, shard.ID)
 		}

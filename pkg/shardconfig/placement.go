@@ -37,6 +37,13 @@ const (
 	defaultObjectsPerShard = 100
 	defaultMinShards       = 1
 	defaultMaxShards       = 20
+	// defaultFailoverMaxDown: more than half the shards down at once is an
+	// outage of the cluster, not of a shard, and moving everything onto the
+	// survivors would make it worse.
+	defaultFailoverMaxDown = "50%"
+	// minFailoverAfter keeps a rollout or a rescheduled pod from counting
+	// as a shard that is down.
+	minFailoverAfter = 10 * time.Second
 )
 
 // Placement is the parsed data.placement: which objects shardkeeper may
@@ -59,6 +66,22 @@ type Placement struct {
 	Cooldown time.Duration
 	// ObjectsPerShard, MinShards and MaxShards size "shards: auto".
 	ObjectsPerShard, MinShards, MaxShards int
+	// FailoverAfter is how long a listed shard must have been seen with no
+	// Available replica in any of its Deployments before its objects move
+	// to other shards; 0 turns failover off.
+	FailoverAfter time.Duration
+	// FailoverMaxDown bounds the shards failed over at once: a count, or a
+	// percentage of the listed shards. With more down, none is.
+	FailoverMaxDown intstr.IntOrString
+}
+
+// MaxDown returns how many of listed shards may be failed over at once.
+func (p Placement) MaxDown(listed int) int {
+	if p.FailoverMaxDown.Type == intstr.String {
+		pct, _ := downPercent(p.FailoverMaxDown.StrVal)
+		return listed * pct / 100
+	}
+	return p.FailoverMaxDown.IntValue()
 }
 
 // InScope reports whether placement may label an object of namespace ns
@@ -102,6 +125,8 @@ type rawPlacement struct {
 	ObjectsPerShard *int                `json:"objectsPerShard,omitempty"`
 	MinShards       *int                `json:"minShards,omitempty"`
 	MaxShards       *int                `json:"maxShards,omitempty"`
+	FailoverAfter   *string             `json:"failoverAfter,omitempty"`
+	FailoverMaxDown *intstr.IntOrString `json:"failoverMaxDown,omitempty"`
 }
 
 // ParsePlacement parses data.placement: a YAML object whose fields are all
@@ -117,7 +142,8 @@ func ParsePlacement(value string) (Placement, error) {
 	}
 	p := Placement{Enabled: true, Namespaces: raw.Namespaces, Threshold: intstr.FromString(defaultThreshold),
 		MaxMoves: defaultMaxMoves, Interval: defaultInterval, Cooldown: defaultCooldown,
-		ObjectsPerShard: defaultObjectsPerShard, MinShards: defaultMinShards, MaxShards: defaultMaxShards}
+		ObjectsPerShard: defaultObjectsPerShard, MinShards: defaultMinShards, MaxShards: defaultMaxShards,
+		FailoverMaxDown: intstr.FromString(defaultFailoverMaxDown)}
 	if err := applyScope(&p, raw); err != nil {
 		return Placement{}, err
 	}
@@ -128,6 +154,9 @@ func ParsePlacement(value string) (Placement, error) {
 		return Placement{}, err
 	}
 	if err := applyDurations(&p, raw); err != nil {
+		return Placement{}, err
+	}
+	if err := applyFailover(&p, raw); err != nil {
 		return Placement{}, err
 	}
 	return p, nil
@@ -144,7 +173,7 @@ func decodePlacement(value string) (*rawPlacement, error) {
 	var raw *rawPlacement
 	if strings.TrimSpace(value) != "" {
 		if err := yaml.UnmarshalStrict([]byte(value), &raw); err != nil {
-			return nil, fmt.Errorf("placement: not a valid YAML object {namespaces, selector, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards}: %w", err)
+			return nil, fmt.Errorf("placement: not a valid YAML object {namespaces, selector, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards, failoverAfter, failoverMaxDown}: %w", err)
 		}
 	}
 	if raw == nil {
@@ -179,12 +208,23 @@ func applyThreshold(p *Placement, raw *rawPlacement) error {
 		return nil
 	}
 	p.Threshold = *raw.Threshold
-	if p.Threshold.Type == intstr.String {
-		if _, err := percent(p.Threshold.StrVal); err != nil {
-			return fmt.Errorf("placement.threshold: %w", err)
+	return checkIntOrPercent("threshold", p.Threshold, percent, 1, 0)
+}
+
+// checkIntOrPercent checks a setting that is either a number from min to
+// max (max 0: no upper bound) or a percentage that pct accepts.
+func checkIntOrPercent(name string, v intstr.IntOrString, pct func(string) (int, error), min, max int) error {
+	if v.Type == intstr.String {
+		if _, err := pct(v.StrVal); err != nil {
+			return fmt.Errorf("placement.%s: %w", name, err)
 		}
-	} else if p.Threshold.IntVal < 1 {
-		return fmt.Errorf("placement.threshold %d: must be at least 1", p.Threshold.IntVal)
+		return nil
+	}
+	switch n := int(v.IntVal); {
+	case max == 0 && n < min:
+		return fmt.Errorf("placement.%s %d: must be at least %d", name, n, min)
+	case max > 0 && (n < min || n > max):
+		return fmt.Errorf("placement.%s %d: must be between %d and %d", name, n, min, max)
 	}
 	return nil
 }
@@ -247,6 +287,37 @@ func applyDurations(p *Placement, raw *rawPlacement) error {
 		*f.out = d
 	}
 	return nil
+}
+
+// applyFailover takes failoverAfter (absent or empty: off) and
+// failoverMaxDown. The least delay is minFailoverAfter, so that a rollout is
+// never taken for a shard that is down.
+func applyFailover(p *Placement, raw *rawPlacement) error {
+	if raw.FailoverAfter != nil && *raw.FailoverAfter != "" {
+		d, err := time.ParseDuration(*raw.FailoverAfter)
+		if err != nil {
+			return fmt.Errorf("placement.failoverAfter: %w", err)
+		}
+		if d < minFailoverAfter || d > 24*time.Hour {
+			return fmt.Errorf("placement.failoverAfter %s: must be between %s and %s, or empty for no failover", d, minFailoverAfter, 24*time.Hour)
+		}
+		p.FailoverAfter = d
+	}
+	if raw.FailoverMaxDown == nil {
+		return nil
+	}
+	p.FailoverMaxDown = *raw.FailoverMaxDown
+	return checkIntOrPercent("failoverMaxDown", p.FailoverMaxDown, downPercent, 1, maxShards)
+}
+
+// downPercent parses failoverMaxDown as a percentage of the listed shards.
+func downPercent(s string) (int, error) {
+	v, ok := strings.CutSuffix(s, "%")
+	var n int
+	if _, err := fmt.Sscanf(v, "%d", &n); !ok || err != nil || fmt.Sprint(n) != v || n < 1 || n > 100 {
+		return 0, fmt.Errorf("%q: a number of shards, or a percentage of the listed shards from 1%% to 100%%", truncate(s))
+	}
+	return n, nil
 }
 
 func percent(s string) (int, error) {

@@ -65,10 +65,35 @@ func TestParsePlacementRejects(t *testing.T) {
 		{"wrong type", "maxMoves: many"},
 		{"zero per shard", "objectsPerShard: 0"},
 		{"huge value", "namespaces: [" + string(make([]byte, maxValueBytesPlacement)) + "]"},
+		{"failover too soon", "failoverAfter: 1s"},
+		{"failover after a day", "failoverAfter: 25h"},
+		{"failover not a duration", "failoverAfter: later"},
+		{"no shard may fail over", "failoverMaxDown: 0"},
+		{"above 100%", "failoverMaxDown: 150%"},
+		{"not a percentage", "failoverMaxDown: half"},
 	} {
 		_, err := ParsePlacement(tt.value)
 		assert.Error(t, err, tt.name)
 	}
+}
+
+func TestParseFailover(t *testing.T) {
+	p, err := ParsePlacement("")
+	require.NoError(t, err)
+	assert.Zero(t, p.FailoverAfter, "off unless set")
+	assert.Equal(t, 2, p.MaxDown(4), "half the listed shards by default")
+	assert.Equal(t, 1, p.MaxDown(3), "rounded down")
+	assert.Equal(t, 0, p.MaxDown(1), "a lone shard has nowhere to fail over to")
+
+	p, err = ParsePlacement("failoverAfter: 5m\nfailoverMaxDown: 3")
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Minute, p.FailoverAfter)
+	assert.Equal(t, 3, p.MaxDown(100))
+
+	p, err = ParsePlacement("failoverAfter: ''\nfailoverMaxDown: 25%")
+	require.NoError(t, err)
+	assert.Zero(t, p.FailoverAfter, "empty is off")
+	assert.Equal(t, 2, p.MaxDown(10))
 }
 
 func TestParseAutoAndDrain(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // allStates are exported as 0 when no shard is in them, so that a query
 // for a state finds a series rather than nothing.
 var allStates = []string{status.StateActive, status.StatePending, status.StateBlocked, status.StateWaiting,
-	status.StateConflict, status.StateDraining, status.StateDrained}
+	status.StateConflict, status.StateDraining, status.StateDrained, status.StateFailedOver}
 
 // recordGauges sets the gauges that describe the shard set from a plan.
 // Every series is per shard or per kind, never per object, so /metrics

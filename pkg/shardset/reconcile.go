@@ -72,11 +72,18 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
 		return cm, c.report(cm, status.Status{Error: err.Error()})
 	}
+	c.setAvailability(p.Availability)
+	if p.RecheckAfter > 0 {
+		// A shard counts as down, or as back, once a time runs out: no
+		// event of the cluster marks that moment.
+		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, p.RecheckAfter)
+	}
 
 	metrics.ConfigAccepted.Set(1)
 	applyErr := c.apply(cm, p)
 	if c.opts.Mover != nil {
-		c.opts.Mover.Set(mover.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining})
+		c.opts.Mover.Set(mover.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining,
+			FailingOver: p.FailingOver})
 	}
 
 	if applyErr == nil && p.ForceChanged {
@@ -125,6 +132,8 @@ func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
 		Mapped:       c.mapped,
 		ForceDeleted: c.forceDeletedSnapshot(),
 		ConfigMap:    c.opts.ConfigMap,
+		Now:          c.now(),
+		Availability: c.availabilitySnapshot(),
 	}
 	for _, s := range c.opts.Sources {
 		in.Sources = append(in.Sources, plan.SourceState{Source: s, Live: in.Deployments[s.Key()], LiveService: in.Services[s.ServiceKey()]})
@@ -150,11 +159,25 @@ func listCached[T metav1.Object](byNS map[string]access[T], what string) (map[st
 }
 
 func warnings(p plan.Plan) status.Warnings {
-	w := status.Warnings{NotShardAware: p.NotShardAware, RenderErrors: p.RenderErrors}
+	w := status.Warnings{NotShardAware: p.NotShardAware, RenderErrors: p.RenderErrors, FailoverWithheld: p.FailoverWithheld}
 	for _, u := range p.Unknown {
 		w.UnknownShards = append(w.UnknownShards, status.UnknownShard{ID: u.Shard, Count: u.Count, Objects: u.Sample})
 	}
 	return w
+}
+
+// availabilitySnapshot is what this process has seen of the shards'
+// availability, for the next decision.
+func (c *Controller) availabilitySnapshot() plan.Availability {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.availability
+}
+
+func (c *Controller) setAvailability(a plan.Availability) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.availability = a
 }
 
 func (c *Controller) forceDeletedSnapshot() map[string]bool {

@@ -71,8 +71,12 @@ type Controller struct {
 	seen status.Status
 	// lastStatusWrite paces the status writes.
 	lastStatusWrite time.Time
-	// now is the clock of the pacing; tests set it.
+	// now is the clock of the pacing and of failover; tests set it.
 	now func() time.Time
+	// availability is what this process has seen of the shards'
+	// Deployments, for failover; it starts empty with the process, so a
+	// new leader waits a full failoverAfter before it calls a shard down.
+	availability plan.Availability
 	// forceDeleted are the shards this process force-deleted.
 	forceDeleted map[string]bool
 

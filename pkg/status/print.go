@@ -84,6 +84,9 @@ func printTable(w io.Writer, s Status, wide bool) error {
 	for _, src := range s.Warnings.NotShardAware {
 		fmt.Fprintf(w, "\nWarning: %s\n", notShardAwareMessage(src))
 	}
+	if s.Warnings.FailoverWithheld != "" {
+		fmt.Fprintf(w, "\nWarning: %s\n", s.Warnings.FailoverWithheld)
+	}
 	for _, sh := range s.Shards {
 		if sh.Message != "" && !wide {
 			fmt.Fprintf(w, "\n%s: %s\n", sh.ID, sh.Message)

@@ -23,6 +23,11 @@ const (
 	// StateDrained: a listed shard that the drain annotation emptied; it is
 	// deleted once it is removed from the list.
 	StateDrained = "Drained"
+	// StateFailedOver: a listed shard whose Deployments have had no
+	// Available replica for placement.failoverAfter; placement moves its
+	// objects to the other shards. It stays listed, its Deployments as
+	// they are.
+	StateFailedOver = "FailedOver"
 )
 
 // ShardStatus is one shard's line in the status.

@@ -50,13 +50,21 @@ const (
 	// ReasonGitJobPlacementMismatch: a shard's git Jobs cannot run where
 	// the shard asks (Fleet gives them fleet-controller's placement).
 	ReasonGitJobPlacementMismatch = "GitJobPlacementMismatch"
+	// Failover: a shard went down and its objects are moving away, it came
+	// back, or shards are down but none is failed over (too many at once).
+	reasonShardUnavailable = "ShardUnavailable"
+	reasonShardRecovered   = "ShardRecovered"
+	reasonFailoverWithheld = "FailoverWithheld"
 )
 
 // Warnings are the cluster-wide findings that are not a shard's state.
 type Warnings struct {
 	UnknownShards []UnknownShard  `json:"unknownShards,omitempty"`
 	NotShardAware []NotShardAware `json:"notShardAware,omitempty"`
-	RenderErrors  []string        `json:"renderErrors,omitempty"`
+	// FailoverWithheld says why no shard is failed over although some are
+	// down.
+	FailoverWithheld string   `json:"failoverWithheld,omitempty"`
+	RenderErrors     []string `json:"renderErrors,omitempty"`
 }
 
 // UnknownShard is a shard ID on objects that no shard serves.
@@ -91,7 +99,7 @@ func Encode(s Status) (map[string]string, error) {
 		data[errorKey] = s.Error
 	}
 	w := s.Warnings
-	if len(w.UnknownShards)+len(w.NotShardAware)+len(w.RenderErrors) > 0 {
+	if len(w.UnknownShards)+len(w.NotShardAware)+len(w.RenderErrors) > 0 || w.FailoverWithheld != "" {
 		b, err := yaml.Marshal(w)
 		if err != nil {
 			return nil, fmt.Errorf("encoding warnings: %w", err)
@@ -168,6 +176,14 @@ func Changes(old, cur Status) []Event {
 			if !had || p.State != StateConflict || p.Message != s.Message {
 				out = append(out, Event{corev1.EventTypeWarning, ReasonShardConflict, s.Message})
 			}
+		case StateFailedOver:
+			if !had || p.State != StateFailedOver {
+				out = append(out, Event{corev1.EventTypeWarning, reasonShardUnavailable, s.Message})
+			}
+		}
+		if had && p.State == StateFailedOver && s.State != StateFailedOver {
+			out = append(out, Event{corev1.EventTypeNormal, reasonShardRecovered,
+				fmt.Sprintf("shard %s is available again; placement brings objects back to it by rebalancing, paced", s.ID)})
 		}
 		if s.JobPlacement != "" && s.JobPlacement != p.JobPlacement {
 			out = append(out, Event{corev1.EventTypeWarning, ReasonGitJobPlacementMismatch, s.JobPlacement})
@@ -186,6 +202,9 @@ func Changes(old, cur Status) []Event {
 		if !slices.Contains(old.Warnings.NotShardAware, src) {
 			out = append(out, Event{corev1.EventTypeWarning, ReasonSourceNotShardAware, notShardAwareMessage(src)})
 		}
+	}
+	if w := cur.Warnings.FailoverWithheld; w != "" && w != old.Warnings.FailoverWithheld {
+		out = append(out, Event{corev1.EventTypeWarning, reasonFailoverWithheld, w})
 	}
 	for _, msg := range newItems(old.Warnings.RenderErrors, cur.Warnings.RenderErrors) {
 		out = append(out, Event{corev1.EventTypeWarning, reasonRenderFailed, "a shard Deployment could not be rendered: " + msg})

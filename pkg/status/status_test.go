@@ -79,3 +79,15 @@ func TestChangesOnlyOnTransitions(t *testing.T) {
 	assert.Equal(t, []string{reasonShardDrained}, reasons(Changes(drainingLess, drained)))
 	assert.Equal(t, []string{ReasonShardDeletionBlocked}, reasons(Changes(draining, blocked)), "a pinned object stops the drain")
 }
+
+func TestChangesOfFailover(t *testing.T) {
+	active := Status{Shards: []ShardStatus{{ID: "a", State: StateActive}}}
+	down := Status{Shards: []ShardStatus{{ID: "a", State: StateFailedOver, Message: "shard a is down"}}}
+	assert.Equal(t, []string{reasonShardUnavailable}, reasons(Changes(active, down)))
+	assert.Empty(t, Changes(down, down), "no news while it stays down")
+	assert.Equal(t, []string{reasonShardRecovered}, reasons(Changes(down, active)))
+
+	withheld := Status{Shards: active.Shards, Warnings: Warnings{FailoverWithheld: "3 of 4 listed shards are down"}}
+	assert.Equal(t, []string{reasonFailoverWithheld}, reasons(Changes(active, withheld)))
+	assert.Empty(t, Changes(withheld, withheld))
+}

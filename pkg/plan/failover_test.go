@@ -1,0 +1,222 @@
+package plan
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/shardkeeper/shardkeeper/pkg/render"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// decideAt decides with placement on at now, from what was seen before.
+func (w *world) decideAt(shards, placement string, now time.Time, seen Availability) Plan {
+	w.t.Helper()
+	cfg, err := shardconfig.Parse(map[string]string{shardconfig.ShardsKey: shards, shardconfig.PlacementKey: placement}, nil, nil)
+	require.NoError(w.t, err)
+	p, err := Decide(Input{Config: cfg, Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: w.mapped,
+		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}, Now: now, Availability: seen})
+	require.NoError(w.t, err)
+	return p
+}
+
+// setAvailable gives every Deployment of shard id one Available replica,
+// or none.
+func (w *world) setAvailable(id string, up bool) {
+	for _, d := range w.deps {
+		if d.Labels[render.ShardLabel] == id {
+			d.Status.AvailableReplicas = 0
+			if up {
+				d.Status.AvailableReplicas = 1
+			}
+		}
+	}
+}
+
+// failoverWorld is shards a, b, c, d rolled out, with failover after a minute.
+func failoverWorld(t *testing.T) (*world, string) {
+	w := newWorld(t)
+	const placement = "failoverAfter: 1m"
+	w.converge(w.decideAt("a,b,c,d", placement, t0, Availability{}))
+	w.rollOut()
+	return w, placement
+}
+
+func TestFailoverWaitsAFullFailoverAfterOfItsOwn(t *testing.T) {
+	w, place := failoverWorld(t)
+	w.setAvailable("b", false)
+	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"apps/one", "apps/two"}}
+
+	p := w.decideAt("a,b,c,d", place, t0, Availability{})
+	assert.Empty(t, p.FailingOver, "first seen down just now")
+	assert.Equal(t, time.Minute, p.RecheckAfter, "decide again when the minute is up")
+	assert.NotContains(t, p.Targets, "b")
+
+	p = w.decideAt("a,b,c,d", place, t0.Add(59*time.Second), p.Availability)
+	assert.Empty(t, p.FailingOver)
+	assert.Equal(t, time.Second, p.RecheckAfter)
+
+	p = w.decideAt("a,b,c,d", place, t0.Add(time.Minute), p.Availability)
+	assert.Equal(t, []string{"b"}, p.FailingOver)
+	assert.Equal(t, status.StateFailedOver, byID(p)["b"].State)
+	assert.Contains(t, byID(p)["b"].Message, "none of its Deployments has had an Available replica since 2026-11-30T12:00:00Z")
+	assert.Contains(t, byID(p)["b"].Message, "0 of 2 have left, 2 are still mapped to it")
+
+	// Two of its objects leave: the count of those that left follows.
+	w.mapped.Objects["b"]["gitrepos"] = w.mapped.Objects["b"]["gitrepos"][:0]
+	p = w.decideAt("a,b,c,d", place, t0.Add(90*time.Second), p.Availability)
+	assert.Contains(t, byID(p)["b"].Message, "2 of 2 have left, 0 are still mapped to it")
+	assert.Equal(t, []string{"a", "c", "d"}, p.Targets)
+	assert.Empty(t, p.Actions, "the shard's Deployments are left as they are")
+
+	// A new process knows nothing of the past: it waits a minute again.
+	p = w.decideAt("a,b,c,d", place, t0.Add(time.Hour), Availability{})
+	assert.Empty(t, p.FailingOver)
+}
+
+func TestFailoverComesBackGradually(t *testing.T) {
+	w, place := failoverWorld(t)
+	w.setAvailable("b", false)
+	p := w.decideAt("a,b,c,d", place, t0, Availability{})
+	p = w.decideAt("a,b,c,d", place, t0.Add(2*time.Minute), p.Availability)
+	require.Equal(t, []string{"b"}, p.FailingOver)
+
+	w.setAvailable("b", true)
+	back := t0.Add(3 * time.Minute)
+	p = w.decideAt("a,b,c,d", place, back, p.Availability)
+	assert.Empty(t, p.FailingOver)
+	assert.Equal(t, status.StateActive, byID(p)["b"].State)
+	assert.Contains(t, byID(p)["b"].Message, "back after a failover")
+	assert.NotContains(t, p.Targets, "b", "not yet up for a minute")
+	assert.Equal(t, time.Minute, p.RecheckAfter)
+
+	p = w.decideAt("a,b,c,d", place, back.Add(time.Minute), p.Availability)
+	assert.Contains(t, p.Targets, "b", "up for a minute: rebalance brings objects back")
+	assert.Empty(t, byID(p)["b"].Message)
+	assert.Zero(t, p.RecheckAfter)
+}
+
+// A shard that is unavailable for less than failoverAfter (a rollout) is
+// never failed over, and does not count as returning afterwards.
+func TestFailoverIgnoresShortOutages(t *testing.T) {
+	w, place := failoverWorld(t)
+	w.setAvailable("b", false)
+	p := w.decideAt("a,b,c,d", place, t0, Availability{})
+	w.setAvailable("b", true)
+	p = w.decideAt("a,b,c,d", place, t0.Add(30*time.Second), p.Availability)
+	assert.Empty(t, p.FailingOver)
+	assert.Contains(t, p.Targets, "b")
+	assert.Empty(t, p.Availability.Unavailable)
+	assert.Empty(t, p.Availability.Returned)
+}
+
+func TestFailoverBlastRadius(t *testing.T) {
+	w, place := failoverWorld(t)
+	for _, id := range []string{"a", "b", "c"} {
+		w.setAvailable(id, false)
+	}
+	p := w.decideAt("a,b,c,d", place, t0, Availability{})
+	p = w.decideAt("a,b,c,d", place, t0.Add(time.Minute), p.Availability)
+	assert.Empty(t, p.FailingOver, "3 of 4 down is more than the default 50%")
+	assert.Contains(t, p.FailoverWithheld, "3 of 4 listed shards have no Available replica")
+	assert.Equal(t, status.StateActive, byID(p)["a"].State)
+	assert.Contains(t, byID(p)["a"].Message, "is not failed over")
+
+	w.setAvailable("c", true)
+	p = w.decideAt("a,b,c,d", place, t0.Add(2*time.Minute), p.Availability)
+	assert.Equal(t, []string{"a", "b"}, p.FailingOver, "2 of 4 is within 50%")
+	assert.Empty(t, p.FailoverWithheld)
+
+	p = w.decideAt("a,b,c,d", "failoverAfter: 1m\nfailoverMaxDown: 1", t0.Add(3*time.Minute), p.Availability)
+	assert.Empty(t, p.FailingOver, "a count bounds it too")
+}
+
+// In an outage of many shards, the first to pass failoverAfter does not
+// move its objects onto the next ones to go: the bound counts every shard
+// without an Available replica.
+func TestFailoverCountsShardsOnTheirWayDown(t *testing.T) {
+	w, place := failoverWorld(t)
+	w.setAvailable("a", false)
+	p := w.decideAt("a,b,c,d", place, t0, Availability{})
+	w.setAvailable("b", false)
+	w.setAvailable("c", false)
+	p = w.decideAt("a,b,c,d", place, t0.Add(50*time.Second), p.Availability)
+	p = w.decideAt("a,b,c,d", place, t0.Add(time.Minute), p.Availability)
+	assert.Empty(t, p.FailingOver, "only a is down yet, but b and c have no Available replica either")
+	assert.Contains(t, p.FailoverWithheld, "3 of 4 listed shards have no Available replica")
+}
+
+func TestFailoverLeavesDrainingShardsAndNeedsTheSetting(t *testing.T) {
+	w, place := failoverWorld(t)
+	w.setAvailable("b", false)
+	p := w.decideAt("a,b,c,d", place, t0, Availability{})
+	later := p.Availability
+
+	p = w.decideAt("a,b,c,d", "", t0.Add(time.Hour), later)
+	assert.Empty(t, p.FailingOver, "no failoverAfter: no failover")
+	assert.Empty(t, p.Availability.Unavailable, "and nothing remembered")
+
+	cfg, err := shardconfig.Parse(map[string]string{shardconfig.ShardsKey: "a,b,c,d", shardconfig.PlacementKey: place}, nil,
+		map[string]string{shardconfig.DrainAnnotation: "b"})
+	require.NoError(t, err)
+	p, err = Decide(Input{Config: cfg, Sources: w.sources, Deployments: w.deps, Mapped: w.mapped,
+		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}, Now: t0.Add(time.Hour), Availability: later})
+	require.NoError(t, err)
+	assert.Empty(t, p.FailingOver, "a draining shard is leaving already")
+	assert.Equal(t, []string{"b"}, p.Draining)
+}
+
+// FuzzFailover drives random outages through a sequence of decisions and
+// checks the invariants: nothing fails over before failoverAfter of this
+// process's own observation, never more shards than the bound, never a
+// draining one, and a shard that fails over is never a target.
+func FuzzFailover(f *testing.F) {
+	f.Add(uint64(1), uint8(4), uint8(2))
+	f.Add(uint64(7), uint8(6), uint8(1))
+	f.Add(uint64(42), uint8(3), uint8(3))
+	f.Fuzz(func(t *testing.T, seed uint64, n, maxDown uint8) {
+		n = n%6 + 1
+		maxDown = maxDown%4 + 1
+		rng := rand.New(rand.NewPCG(seed, seed))
+		w := newWorld(t)
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("s%d", i)
+		}
+		shards := fmt.Sprint(ids)
+		shards = shards[1 : len(shards)-1]
+		place := fmt.Sprintf("failoverAfter: 1m\nfailoverMaxDown: %d", maxDown)
+		w.converge(w.decideAt(shards, place, t0, Availability{}))
+		w.rollOut()
+		seen, now := Availability{}, t0
+		for step := 0; step < 30; step++ {
+			now = now.Add(time.Duration(rng.IntN(90)) * time.Second)
+			for _, id := range ids {
+				if rng.IntN(4) == 0 {
+					w.setAvailable(id, rng.IntN(2) == 0)
+				}
+			}
+			p := w.decideAt(shards, place, now, seen)
+			if now.Sub(t0) < time.Minute {
+				require.Empty(t, p.FailingOver, "failover within failoverAfter of the start")
+			}
+			require.LessOrEqual(t, len(p.FailingOver), int(maxDown))
+			for _, id := range p.FailingOver {
+				require.NotContains(t, p.Targets, id)
+				require.NotContains(t, p.Draining, id)
+				since, ok := p.Availability.Unavailable[id]
+				require.True(t, ok)
+				require.GreaterOrEqual(t, now.Sub(since), time.Minute)
+			}
+			seen = p.Availability
+		}
+	})
+}
