@@ -1,12 +1,16 @@
-# Build: a static binary, version stamped by the linker.
-FROM golang:1.26 AS build
+# Build: a static binary, version stamped by the linker. The build stage runs
+# on the build machine's platform and cross-compiles for the target one, so a
+# multi-arch build (make image) needs no emulation: the run stage only copies.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN go mod download
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY main.go ./
 COPY pkg/ pkg/
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath \
+ARG TARGETOS TARGETARCH
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
     -ldflags "-s -w -X github.com/shardkeeper/shardkeeper/pkg/version.Version=${VERSION}" \
     -o /out/shardkeeper .
 

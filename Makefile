@@ -1,6 +1,7 @@
 # shardkeeper: `make help` lists the targets.
 
 SHELL := /bin/bash
+comma := ,
 .DEFAULT_GOAL := help
 
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -25,13 +26,91 @@ build: ## Build bin/shardkeeper, and bin/kubectl-shardkeeper (the kubectl plugin
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/shardkeeper .
 	ln -sf shardkeeper $(BIN)/kubectl-shardkeeper
 
-IMAGE ?= ghcr.io/shardkeeper/shardkeeper:$(VERSION)
-CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+# --- release ---
+# One tag vX.Y.Z versions everything: the binary (--version), the image's tag,
+# the chart's appVersion (the tag its image defaults to) and, without the "v",
+# the chart's version. version-check holds them together in a release build.
+IMAGE       ?= ghcr.io/shardkeeper/shardkeeper:$(VERSION)
+PLATFORMS   ?= linux/amd64,linux/arm64
+BUILDER     ?= shardkeeper
+PUSH        ?= false
+DIST        ?= $(CURDIR)/dist
+CHART_URL   ?= https://github.com/shardkeeper/shardkeeper/releases/download/$(VERSION)
+INDEX_MERGE ?=
+ACTIONLINT_VER := v1.7.12
 
+.PHONY: cross
+cross: ## Cross-compile bin/<os>_<arch>/shardkeeper for each of $(PLATFORMS), with the image's build flags.
+	@set -e; for p in $(subst $(comma), ,$(PLATFORMS)); do \
+	  os=$${p%/*}; arch=$${p#*/}; echo "go build for $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/$${os}_$${arch}/shardkeeper .; \
+	done
+
+# A multi-platform image cannot be loaded into the local image store, so it
+# is pushed (PUSH=true) or written as an OCI archive, which skopeo or crane
+# can copy into any registry.
 .PHONY: image
-image: ## Build the container image $(IMAGE) (needs docker or podman).
-	@if [ -z "$(CONTAINER_ENGINE)" ]; then echo "no container engine (docker or podman) found"; exit 1; fi
-	$(CONTAINER_ENGINE) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+image: ## Build the multi-arch image $(IMAGE) for $(PLATFORMS) with docker buildx: PUSH=true pushes it, otherwise it goes to dist/ as an OCI archive.
+	@missing=; \
+	  if ! command -v docker >/dev/null; then missing="docker (https://docs.docker.com/engine/install/)"; \
+	  elif ! docker buildx version >/dev/null 2>&1; then missing="the docker buildx plugin (https://docs.docker.com/build/install-buildx/)"; \
+	  elif ! docker info >/dev/null 2>&1; then missing="a running docker daemon (docker info fails)"; fi; \
+	  if [ -n "$$missing" ]; then \
+	    echo "make image needs $$missing; it is not available here."; \
+	    echo "make cross checks the cross-compile for $(PLATFORMS) without it."; exit 1; fi
+	@docker buildx inspect $(BUILDER) >/dev/null 2>&1 || docker buildx create --name $(BUILDER) --driver docker-container >/dev/null
+	@mkdir -p $(DIST)
+	docker buildx build --builder $(BUILDER) --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) -t $(IMAGE) \
+	  $(if $(filter true,$(PUSH)),--push,--output type=oci$(comma)dest=$(DIST)/shardkeeper-$(VERSION).oci.tar) .
+
+.PHONY: version-check
+version-check: ## With a release VERSION (vX.Y.Z), fail unless the chart's version and appVersion, CHANGELOG.md and the stamped binary all say it.
+	@v='$(VERSION)'; \
+	  if ! [[ $$v =~ ^v[0-9]+\.[0-9]+\.[0-9]+$$ ]]; then echo "VERSION=$$v is not a release (vX.Y.Z): nothing to check"; exit 0; fi; \
+	  chart=$$(sed -n 's/^version: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml); \
+	  app=$$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml); \
+	  tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $$tmp/shardkeeper . || exit 1; \
+	  bin=$$($$tmp/shardkeeper --version); fail=; \
+	  [ "$$chart" = "$${v#v}" ] || { echo "$(CHART)/Chart.yaml: version is $$chart, the release $$v needs $${v#v}"; fail=1; }; \
+	  [ "$$app" = "$$v" ] || { echo "$(CHART)/Chart.yaml: appVersion is $$app, the release needs $$v"; fail=1; }; \
+	  [ "$$bin" = "$$v" ] || { echo "shardkeeper --version prints $$bin, the release needs $$v"; fail=1; }; \
+	  grep -q "^## $$v\b" CHANGELOG.md || { echo "CHANGELOG.md: no section '## $$v'"; fail=1; }; \
+	  [ -z "$$fail" ] || exit 1; \
+	  echo "$$v: the chart's version and appVersion, CHANGELOG.md and shardkeeper --version agree"
+
+.PHONY: changelog
+changelog: ## Print the CHANGELOG.md section of VERSION, the release's notes.
+	@awk -v v='$(VERSION)' '/^## / {on = ($$2 == v); found = found || on; next} on {print} END {exit !found}' CHANGELOG.md || \
+	  { echo "CHANGELOG.md has no section '## $(VERSION)'" >&2; exit 1; }
+
+.PHONY: chart-package
+chart-package: $(BIN)/helm ## Package the chart into dist/chart and write its Helm repository index (CHART_URL: where the packages are served; INDEX_MERGE: an index to extend).
+	@rm -rf $(DIST)/chart && mkdir -p $(DIST)/chart
+	$(HELM) package $(CHART) --destination $(DIST)/chart
+	$(HELM) repo index $(DIST)/chart --url $(CHART_URL) $(if $(INDEX_MERGE),--merge $(INDEX_MERGE))
+
+$(BIN)/actionlint:
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VER)
+
+.PHONY: workflows-lint
+workflows-lint: $(BIN)/actionlint ## Lint .github/workflows with actionlint; fail on an action not pinned by commit (this repository's own workflows aside).
+	$(BIN)/actionlint -no-color
+	@bad=$$(grep -nE '^[[:space:]-]*uses:' .github/workflows/*.yml | grep -vE 'uses: *([^@ ]+@[0-9a-f]{40} +# v[0-9]|\./)' || true); \
+	  if [ -n "$$bad" ]; then echo "actions must be pinned by commit, with the version as a comment:"; echo "$$bad"; exit 1; fi; \
+	  echo "every action is pinned by commit"
+
+# release-test builds the release of the chart's appVersion, which must pass
+# version-check, and one of a version the chart does not carry, which must not.
+.PHONY: release-test
+release-test: cross workflows-lint ## Check the release path: the cross-compile, the workflows, and version-check on a release build.
+	@app=$$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml); \
+	  $(MAKE) -s --no-print-directory version-check VERSION=$$app || exit 1; \
+	  if out=$$($(MAKE) -s --no-print-directory version-check VERSION=v0.0.0 2>&1); then \
+	    echo "version-check passed the release v0.0.0, which the chart is not"; exit 1; fi; \
+	  grep -q 'appVersion is' <<<"$$out" || { echo "version-check refused v0.0.0, but not for the chart's appVersion:"; echo "$$out"; exit 1; }; \
+	  echo "version-check refuses a release the chart does not carry"
 
 .PHONY: control-plane
 control-plane: $(CONTROL_PLANE) ## Build the local control plane's binaries into bin/ (cached).
@@ -62,7 +141,7 @@ $(BIN)/kwok-stages/.done:
 	@touch $@
 
 .PHONY: test
-test: vet test-unit chart-test alerts-test check-manifests test-e2e ## Run every test: vet, unit, chart, alert rules, manifests and e2e on a local control plane.
+test: vet test-unit chart-test alerts-test check-manifests release-test test-e2e ## Run every test: vet, unit, chart, alert rules, manifests, the release path and e2e on a local control plane.
 
 .PHONY: vet
 vet: ## Check formatting and run go vet.

@@ -496,11 +496,17 @@ func serviceAccountGroups(namespace string) []string {
 // and the test cluster as its kubeconfig, and returns its standard output.
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()
+	return helmIn(t, t.TempDir(), args...)
+}
+
+// helmIn is helm with its caches and settings in home, kept from one call to
+// the next (the repositories added, for instance).
+func helmIn(t *testing.T, home string, args ...string) []byte {
+	t.Helper()
 	bin := filepath.Join(os.Getenv(cluster.BinDirEnv), "helm")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("helm: %v; build it with `make helm`, or run the e2e tests with `make test-e2e`", err)
 	}
-	home := t.TempDir()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(),
 		"KUBECONFIG="+env.KubeconfigPath(),
