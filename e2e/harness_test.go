@@ -605,6 +605,27 @@ func (d *daemon) metric(sample string) (float64, error) {
 	return 0, nil
 }
 
+// metricSum returns the sum of every sample of the metric name, whatever
+// its labels.
+func (d *daemon) metricSum(name string) (float64, error) {
+	var body []byte
+	if err := d.get(d.metricsPort, "/metrics", &body); err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		var f float64
+		if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &f); err != nil {
+			return 0, fmt.Errorf("%s: %w", line, err)
+		}
+		sum += f
+	}
+	return sum, nil
+}
+
 func (d *daemon) get(port int, path string, body *[]byte) error {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 	if err != nil {

@@ -86,7 +86,7 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 	recorder := d.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
 
 	d.tracker = mapped.New(meta, disc, o.Set.Mapped, d.mappedChanged)
-	opts := shardset.Options{ConfigMap: o.configMap(), Sources: o.Set.Sources}
+	opts := shardset.Options{ConfigMap: o.configMap(), Sources: o.Set.Sources, WriteParallelism: o.Burst}
 	if o.AllowPlacement {
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {

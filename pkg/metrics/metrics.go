@@ -45,6 +45,12 @@ var (
 	// apiWrites counts the write requests sent to the API server.
 	apiWrites = counterVec("shardkeeper_api_writes_total",
 		"Write requests sent to the Kubernetes API server, by verb and resource.", "verb", "resource")
+	// apiWriteErrors counts the write requests that failed: refused by the
+	// API server (code is its HTTP status: 409 for a conflict or an
+	// AlreadyExists, 404 for a NotFound) or never answered ("none").
+	apiWriteErrors = counterVec("shardkeeper_api_write_errors_total",
+		"Write requests to the Kubernetes API server that failed, by verb, resource and HTTP status code (none: no answer).",
+		"verb", "resource", "code")
 	// UnknownShardObjects counts the objects whose shard label names a
 	// shard that is neither listed nor running: nothing reconciles them.
 	// The shard label holds at most MaxUnknownShards IDs, the rest are
@@ -94,19 +100,30 @@ func init() {
 	Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, apiWrites,
+		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, apiWrites, apiWriteErrors,
 		PlacementMoves, UnknownShardObjects, ShardDeployments, ConfigAccepted, Leader, LastReconcileSuccess,
 	)
 }
 
 // CountWrites wraps a client transport so that every write request is
-// counted in APIWrites, whoever makes it (controllers, Events, the Lease).
+// counted, whoever makes it (controllers, Events, the Lease), and every
+// failed one again by its status code.
 func CountWrites(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		if verb := writeVerb(req.Method); verb != "" {
-			apiWrites.WithLabelValues(verb, resource(req.URL.Path)).Inc()
+		verb := writeVerb(req.Method)
+		if verb == "" {
+			return rt.RoundTrip(req)
 		}
-		return rt.RoundTrip(req)
+		res := resource(req.URL.Path)
+		apiWrites.WithLabelValues(verb, res).Inc()
+		resp, err := rt.RoundTrip(req)
+		switch {
+		case err != nil:
+			apiWriteErrors.WithLabelValues(verb, res, "none").Inc()
+		case resp.StatusCode >= http.StatusBadRequest:
+			apiWriteErrors.WithLabelValues(verb, res, strconv.Itoa(resp.StatusCode)).Inc()
+		}
+		return resp, err
 	})
 }
 

@@ -26,16 +26,35 @@ func TestResource(t *testing.T) {
 }
 
 func TestCountWrites(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			w.WriteHeader(http.StatusConflict)
+		}
+	}))
 	defer srv.Close()
 	client := &http.Client{Transport: CountWrites(http.DefaultTransport)}
-	before := testutil.ToFloat64(apiWrites.WithLabelValues("create", "configmaps"))
-	for _, m := range []string{http.MethodGet, http.MethodPost} {
+	created := apiWrites.WithLabelValues("create", "configmaps")
+	updated := apiWrites.WithLabelValues("update", "configmaps")
+	conflicts := apiWriteErrors.WithLabelValues("update", "configmaps", "409")
+	failedCreates := apiWriteErrors.WithLabelValues("create", "configmaps", "200")
+	before := []float64{testutil.ToFloat64(created), testutil.ToFloat64(updated), testutil.ToFloat64(conflicts)}
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
 		req, err := http.NewRequest(m, srv.URL+"/api/v1/namespaces/ns/configmaps", nil)
 		require.NoError(t, err)
 		resp, err := client.Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
-	assert.Equal(t, before+1, testutil.ToFloat64(apiWrites.WithLabelValues("create", "configmaps")), "only the POST counts")
+	assert.Equal(t, before[0]+1, testutil.ToFloat64(created), "only the POST and the PUT count")
+	assert.Equal(t, before[1]+1, testutil.ToFloat64(updated))
+	assert.Equal(t, before[2]+1, testutil.ToFloat64(conflicts), "the refused PUT counts as an error, by its code")
+	assert.Zero(t, testutil.ToFloat64(failedCreates), "a write that succeeded is no error")
+
+	// A write that gets no answer.
+	srv.Close()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/configmaps", nil)
+	require.NoError(t, err)
+	_, err = client.Do(req)
+	require.Error(t, err)
+	assert.Equal(t, 1.0, testutil.ToFloat64(apiWriteErrors.WithLabelValues("create", "configmaps", "none")))
 }

@@ -147,9 +147,11 @@ func (p *Mover) relabel(ctx context.Context, o mapped.Object, kind source.Mapped
 	if err != nil {
 		return fmt.Errorf("building the patch of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 	}
-	if err = p.client.Patch(ctx, kind.Resource, o.Namespace, o.Name, types.MergePatchType, body); err != nil {
+	rv, err := p.client.Patch(ctx, kind.Resource, o.Namespace, o.Name, types.MergePatchType, body)
+	if err != nil {
 		return fmt.Errorf("relabelling %s %s/%s to shard %s: %w", o.Kind, o.Namespace, o.Name, to, err)
 	}
+	p.writes.Updated(o.Ref(), rv)
 	logrus.WithFields(logrus.Fields{"resource": kind.Resource.String(), "object": o.Ref(), "shard": to}).Debug("relabelled")
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
+	"github.com/shardkeeper/shardkeeper/pkg/expect"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -65,7 +66,8 @@ type State struct {
 // control plane; in the daemon it is the metadata client (metadataPatcher),
 // which sends the patch without decoding the whole object back.
 type patcher interface {
-	Patch(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) error
+	// Patch returns the patched object's new resourceVersion.
+	Patch(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) (string, error)
 }
 
 // reader is the one read of a whole object the mover makes, for the field
@@ -78,9 +80,12 @@ type reader interface {
 // metadataPatcher patches through the metadata client.
 type metadataPatcher struct{ client metadata.Interface }
 
-func (m metadataPatcher) Patch(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) error {
-	_, err := m.client.Resource(resource).Namespace(namespace).Patch(ctx, name, pt, body, metav1.PatchOptions{})
-	return err
+func (m metadataPatcher) Patch(ctx context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) (string, error) {
+	out, err := m.client.Resource(resource).Namespace(namespace).Patch(ctx, name, pt, body, metav1.PatchOptions{})
+	if err != nil {
+		return "", err
+	}
+	return out.ResourceVersion, nil
 }
 
 // dynamicReader reads through the dynamic client: the metadata client
@@ -103,6 +108,9 @@ type Mover struct {
 	recorder    record.EventRecorder
 	now         func() time.Time
 	wake        chan struct{}
+	// writes are the relabels that the mapped caches have not shown yet:
+	// a round waits for them rather than decide on the labels before.
+	writes *expect.Writes
 
 	mu    sync.Mutex
 	state State
@@ -122,7 +130,7 @@ func New(client metadata.Interface, reader dynamic.Interface, kinds []source.Map
 // recording fakes.
 func newMover(client patcher, full reader, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Mover {
 	p := &Mover{client: client, reader: full, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
-		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1)}
+		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1), writes: expect.New(expectationTTL)}
 	for _, k := range kinds {
 		switch {
 		case !k.Derived:
@@ -132,6 +140,28 @@ func newMover(client patcher, full reader, kinds []source.MappedKind, objects Ob
 		}
 	}
 	return p
+}
+
+// expectationTTL is how long a relabel may stay unseen by the mapped caches
+// before a round decides without waiting for it (see shardset's).
+const expectationTTL = 30 * time.Second
+
+// cachesBehind reports whether a relabel of this process is not yet in the
+// mapped caches, whose objects index holds by Ref: a round decided now would
+// count its object on the shard it left, and move it again.
+func (p *Mover) cachesBehind(index map[string]mapped.Object) bool {
+	unseen, expired := p.writes.Unseen(func(key string) expect.Cached {
+		o, ok := index[key]
+		return expect.Cached{ResourceVersion: o.ResourceVersion, Exists: ok}
+	})
+	if len(expired) > 0 {
+		logrus.WithField("objects", expired).Warnf("the mapped caches did not show these relabels within %s; deciding without them", expectationTTL)
+	}
+	if len(unseen) == 0 {
+		return false
+	}
+	logrus.WithFields(logrus.Fields{"unseen": len(unseen), "first": unseen[0]}).Debug("waiting for the mapped caches to show the relabels")
+	return true
 }
 
 // Set records the latest state and asks for a round if it changed; a
@@ -212,6 +242,9 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 	}
 	objs := p.objects.All()
 	in, index := input(st, objs, now, budget)
+	if p.cachesBehind(index) {
+		return minRoundGap
+	}
 	moves := balance.Moves(in)
 	if len(moves) == 0 {
 		return st.Placement.Interval

@@ -244,6 +244,9 @@ type fakeCluster struct {
 	objs map[string]mapped.Object
 	// full are the whole objects the reader returns, by Ref.
 	full map[string]*unstructured.Unstructured
+	// lagging, when set, is what All shows: caches that have not seen the
+	// patches made since.
+	lagging map[string]mapped.Object
 	// fail makes the patches of these objects (by name) fail.
 	fail    map[string]error
 	patches []patchCall
@@ -278,35 +281,52 @@ func (c *fakeCluster) All() []mapped.Object {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reads++
-	out := make([]mapped.Object, 0, len(c.objs))
-	for _, o := range c.objs {
+	cached := c.objs
+	if c.lagging != nil {
+		cached = c.lagging
+	}
+	out := make([]mapped.Object, 0, len(cached))
+	for _, o := range cached {
 		out = append(out, o)
 	}
 	return out
 }
 
+// lag freezes what All shows at the objects as they are now; catchUp ends it.
+func (c *fakeCluster) lag() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lagging = maps.Clone(c.objs)
+}
+
+func (c *fakeCluster) catchUp() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lagging = nil
+}
+
 // Patch records the write and, unless told to fail, applies it to the
 // cache like the API server would: refused (409) when the resourceVersion
 // precondition no longer holds.
-func (c *fakeCluster) Patch(_ context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) error {
+func (c *fakeCluster) Patch(_ context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var m map[string]any
 	if err := json.Unmarshal(body, &m); err != nil {
-		return err
+		return "", err
 	}
 	key := resource.Resource + " " + namespace + "/" + name
 	o, ok := c.objs[key]
 	c.patches = append(c.patches, patchCall{resource: resource, namespace: namespace, name: name, pt: pt, body: m, wasLabelled: o.Labelled})
 	if err := c.fail[name]; err != nil {
-		return err
+		return "", err
 	}
 	if !ok {
-		return apierrors.NewNotFound(resource.GroupResource(), name)
+		return "", apierrors.NewNotFound(resource.GroupResource(), name)
 	}
 	meta, _ := m["metadata"].(map[string]any)
 	if meta["resourceVersion"] != o.ResourceVersion {
-		return apierrors.NewConflict(resource.GroupResource(), name, errors.New("resourceVersion precondition"))
+		return "", apierrors.NewConflict(resource.GroupResource(), name, errors.New("resourceVersion precondition"))
 	}
 	for _, v := range meta["labels"].(map[string]any) {
 		o.Shard, o.Labelled = v.(string), true
@@ -317,7 +337,7 @@ func (c *fakeCluster) Patch(_ context.Context, resource schema.GroupVersionResou
 	rv, _ := strconv.Atoi(o.ResourceVersion)
 	o.ResourceVersion = strconv.Itoa(rv + 1)
 	c.objs[key] = o
-	return nil
+	return o.ResourceVersion, nil
 }
 
 func (c *fakeCluster) Get(_ context.Context, resource schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
@@ -643,4 +663,27 @@ func TestRoundDoesNothingUnlessEnabledAndSynced(t *testing.T) {
 			assert.Empty(t, events(rec))
 		})
 	}
+}
+
+// A round right after another, on mapped caches that have not seen its
+// relabels, patches nothing: without the wait it would count the objects
+// on the shards they left and relabel them again (a conflict each, at
+// best). Once the caches show them, the next round finds nothing to do.
+func TestRoundWaitsForItsRelabels(t *testing.T) {
+	c := newFakeCluster(gitrepo("new-1", ""), gitrepo("new-2", ""), gitrepo("new-3", ""))
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, "namespaces: [apps]"), Targets: []string{"a", "b"}})
+
+	c.lag()
+	p.round(context.Background())
+	require.Len(t, c.takePatches(t), 3)
+	clock = clock.Add(time.Second)
+	p.round(context.Background())
+	assert.Empty(t, c.takePatches(t), "nothing is sent again while the caches lag")
+
+	c.catchUp()
+	p.round(context.Background())
+	assert.Empty(t, c.takePatches(t), "nor once they show the relabels")
+	assert.Zero(t, p.writes.Len())
 }

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shardkeeper/shardkeeper/pkg/expect"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
@@ -25,7 +26,11 @@ import (
 func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 	errs := make([]error, len(p.Actions))
 	var g errgroup.Group
-	g.SetLimit(writeParallelism)
+	limit := c.opts.WriteParallelism
+	if limit <= 0 {
+		limit = defaultWriteParallelism
+	}
+	g.SetLimit(limit)
 	for i, a := range p.Actions {
 		// Each action's error is kept in errs, never returned to the group:
 		// one failed write must not stop or skip the others.
@@ -85,18 +90,21 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 // in the cache as preconditions, so an object that changed hands (or was
 // replaced) since the decision is never deleted on stale grounds.
 func (c *Controller) write(a plan.Action) error {
-	log := logrus.WithFields(logrus.Fields{"shard": a.Shard, "object": a.Ref(), "action": a.Kind})
 	var err error
 	if a.Service != nil {
 		err = c.writeService(a)
 	} else {
 		err = c.writeDeployment(a)
 	}
+	// The Events and the reconcile's own line say what was done; a line
+	// per write is for debugging, and costs nothing when it is off.
 	if err != nil {
-		log.WithError(err).Warn("write failed; will retry")
+		logrus.WithFields(logrus.Fields{"shard": a.Shard, "object": a.Ref(), "action": a.Kind}).WithError(err).Warn("write failed; will retry")
 		return fmt.Errorf("%s %s: %w", a.Kind, a.Ref(), err)
 	}
-	log.Info("done")
+	if logrus.IsLevelEnabled(logrus.DebugLevel) {
+		logrus.WithFields(logrus.Fields{"shard": a.Shard, "object": a.Ref(), "action": a.Kind}).Debug("done")
+	}
 	return nil
 }
 
@@ -110,12 +118,19 @@ func preconditions(o metav1.Object) *metav1.DeleteOptions {
 	}
 }
 
+// The kinds that name objects in errors and in the expectations.
+const (
+	kindDeployment = "Deployment"
+	kindService    = "Service"
+	kindConfigMap  = "ConfigMap"
+)
+
 func (c *Controller) writeService(a plan.Action) error {
 	svc := a.Service
 	if a.Kind == plan.Update {
 		svc = render.UpdatedService(svc, a.ExistingService)
 	}
-	return writeObject(c.services, "Service", a.Kind, svc)
+	return writeObject(c.services, c.writes, kindService, a.Kind, svc)
 }
 
 func (c *Controller) writeDeployment(a plan.Action) error {
@@ -128,30 +143,43 @@ func (c *Controller) writeDeployment(a plan.Action) error {
 		// the rendered one missing and creates it.
 		d, kind = a.Existing, plan.Delete
 	}
-	return writeObject(c.deployments, "Deployment", kind, d)
+	return writeObject(c.deployments, c.writes, kindDeployment, kind, d)
 }
 
 // writeObject creates, updates or deletes obj through the client of its
-// namespace; what names its type in an error.
-func writeObject[T metav1.Object](byNS map[string]access[T], what string, kind plan.ActionKind, obj T) error {
+// namespace, and records the write in writes until the cache shows it;
+// what is its kind.
+func writeObject[T metav1.Object](byNS map[string]access[T], writes *expect.Writes, what string, kind plan.ActionKind, obj T) error {
 	a, ok := byNS[obj.GetNamespace()]
 	if !ok {
 		return fmt.Errorf("no %s client for namespace %s", what, obj.GetNamespace())
 	}
-	var err error
+	key := writeKey(what, obj.GetNamespace(), obj.GetName())
 	switch kind {
 	case plan.Create:
-		_, err = a.client.Create(obj)
+		out, err := a.client.Create(obj)
 		if apierrors.IsAlreadyExists(err) {
-			// The cache is behind; its event brings the next reconcile.
-			err = nil
+			// Not this process's (its own creates are expected): its
+			// watch event brings the next reconcile.
+			return nil
 		}
+		if err != nil {
+			return err
+		}
+		writes.Created(key, out.GetResourceVersion())
 	case plan.Update:
-		_, err = a.client.Update(obj)
+		out, err := a.client.Update(obj)
+		if err != nil {
+			return err
+		}
+		writes.Updated(key, out.GetResourceVersion())
 	case plan.Delete:
-		err = ignoreNotFound(a.client.Delete(obj.GetNamespace(), obj.GetName(), preconditions(obj)))
+		if err := ignoreNotFound(a.client.Delete(obj.GetNamespace(), obj.GetName(), preconditions(obj))); err != nil {
+			return err
+		}
+		writes.Deleted(key, obj.GetUID())
 	default:
-		err = fmt.Errorf("unknown %s action %q", what, kind)
+		return fmt.Errorf("unknown %s action %q", what, kind)
 	}
-	return err
+	return nil
 }

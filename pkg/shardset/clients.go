@@ -51,9 +51,11 @@ type objectWriter[T any] interface {
 	Delete(namespace, name string, options *metav1.DeleteOptions) error
 }
 
-// objectLister lists the cached objects of one type in a namespace.
+// objectLister lists and reads the cached objects of one type in a
+// namespace.
 type objectLister[T any] interface {
 	List(namespace string, selector labels.Selector) ([]T, error)
+	Get(namespace, name string) (T, error)
 }
 
 // access is how the controller reaches the objects of one type in one

@@ -58,6 +58,9 @@ type fakeClient[T kubeObject[T]] struct {
 	// errs fails the request "verb namespace/name" with the error.
 	errs map[string]error
 	rv   int
+	// lagging, when set, is what the cache side shows: a cache that has
+	// not seen the writes made since lag.
+	lagging map[string]T
 }
 
 func newFakeClient[T kubeObject[T]](resource string, objs ...T) *fakeClient[T] {
@@ -133,12 +136,46 @@ func (f *fakeClient[T]) Delete(namespace, name string, opts *metav1.DeleteOption
 	return nil
 }
 
+// lag freezes the cache side at the objects as they are now, until catchUp.
+func (f *fakeClient[T]) lag() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lagging = maps.Clone(f.objects)
+}
+
+// catchUp lets the cache side show every write again.
+func (f *fakeClient[T]) catchUp() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lagging = nil
+}
+
+// cached is what the cache side shows.
+func (f *fakeClient[T]) cached() map[string]T {
+	if f.lagging != nil {
+		return f.lagging
+	}
+	return f.objects
+}
+
+func (f *fakeClient[T]) Get(namespace, name string) (T, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o, ok := f.cached()[namespace+"/"+name]
+	if !ok {
+		var zero T
+		return zero, apierrors.NewNotFound(f.gr(), name)
+	}
+	return o.DeepCopy(), nil
+}
+
 func (f *fakeClient[T]) List(namespace string, selector labels.Selector) ([]T, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []T
-	for _, key := range slices.Sorted(maps.Keys(f.objects)) {
-		o := f.objects[key]
+	cached := f.cached()
+	for _, key := range slices.Sorted(maps.Keys(cached)) {
+		o := cached[key]
 		if o.GetNamespace() == namespace && selector.Matches(labels.Set(o.GetLabels())) {
 			out = append(out, o.DeepCopy())
 		}
@@ -219,7 +256,10 @@ func (f *fakeConfigMaps) Patch(namespace, name string, pt types.PatchType, data 
 	if f.patchErr != nil {
 		return nil, f.patchErr
 	}
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, nil
+	// Like the API server, a new resourceVersion: above the tests' "42"
+	// and "77", the versions of the ConfigMaps they reconcile.
+	rv := strconv.Itoa(100 + len(f.patches))
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: rv}}, nil
 }
 
 // fakeStatusStore holds the status ConfigMaps (statusStore). Like the API

@@ -28,8 +28,10 @@ func (c *Controller) setForce(cm *corev1.ConfigMap, f shardconfig.Force) error {
 	if err != nil {
 		return fmt.Errorf("building force-delete patch: %w", err)
 	}
-	if _, err := c.configMaps.Patch(cm.Namespace, cm.Name, types.MergePatchType, patch); err != nil {
+	out, err := c.configMaps.Patch(cm.Namespace, cm.Name, types.MergePatchType, patch)
+	if err != nil {
 		return fmt.Errorf("updating annotation %s: %w", shardconfig.ForceDeleteAnnotation, err)
 	}
+	c.writes.Updated(writeKey(kindConfigMap, cm.Namespace, cm.Name), out.ResourceVersion)
 	return nil
 }

@@ -63,6 +63,9 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
 		return cm, c.report(cm, status.Status{Error: err.Error()})
 	}
+	if c.cachesBehind(cm) {
+		return cm, nil
+	}
 	in, err := c.input(cfg)
 	if err != nil {
 		return cm, err

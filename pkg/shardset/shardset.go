@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/shardkeeper/shardkeeper/pkg/expect"
 	"github.com/shardkeeper/shardkeeper/pkg/mover"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
@@ -36,8 +37,9 @@ const mappedDelay = 500 * time.Millisecond
 // its own. A change within the interval is written once it has passed.
 const statusInterval = time.Second
 
-// writeParallelism bounds the Deployment writes in flight at once.
-const writeParallelism = 16
+// defaultWriteParallelism bounds the writes in flight at once when
+// Options.WriteParallelism is not set: the client's default burst.
+const defaultWriteParallelism = 300
 
 // Options are what Register takes besides the clients: the ConfigMap, the
 // sources, and where placement's input goes.
@@ -49,6 +51,12 @@ type Options struct {
 	// Mover receives what placement needs after every reconcile; nil
 	// when placement is not allowed, and a placement key is then refused.
 	Mover interface{ Set(mover.State) }
+	// WriteParallelism bounds the writes in flight at once. The client's
+	// burst is the right value: its rate limiter lets that many requests
+	// through at once and paces the rest at its QPS, so more would only
+	// wait in the limiter, and fewer would hold a shard set of the usual
+	// sizes back by a round trip.
+	WriteParallelism int
 }
 
 // Controller reconciles the shard set.
@@ -77,6 +85,9 @@ type Controller struct {
 	// Deployments, for failover; it starts empty with the process, so a
 	// new leader waits a full failoverAfter before it calls a shard down.
 	availability plan.Availability
+	// writes are this process's writes that its caches have not shown
+	// yet: a reconcile waits for them rather than send them again.
+	writes *expect.Writes
 	// forceDeleted are the shards this process force-deleted.
 	forceDeleted map[string]bool
 
@@ -139,6 +150,7 @@ func newController(opts Options,
 		mapped:       mapped,
 		recorder:     recorder,
 		forceDeleted: map[string]bool{},
+		writes:       expect.New(expectationTTL),
 		now:          time.Now,
 	}
 }

@@ -74,6 +74,9 @@ type wranglerCache[T wranglerObject[T]] struct {
 func (c wranglerCache[T]) List(namespace string, selector labels.Selector) ([]T, error) {
 	return c.fake.List(namespace, selector)
 }
+func (c wranglerCache[T]) Get(namespace, name string) (T, error) {
+	return c.fake.Get(namespace, name)
+}
 
 type wranglerConfigMaps struct {
 	corecontrollers.ConfigMapController

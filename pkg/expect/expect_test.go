@@ -1,0 +1,72 @@
+package expect
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestSeen(t *testing.T) {
+	created := write{resourceVersion: "120", created: true}
+	updated := write{resourceVersion: "120"}
+	deleted := write{uid: "u1", deleted: true}
+	for _, tc := range []struct {
+		name   string
+		write  write
+		cached Cached
+		want   bool
+	}{
+		{"created, not in the cache yet", created, Cached{}, false},
+		{"created, the cache holds an older version", created, Cached{ResourceVersion: "119", Exists: true}, false},
+		{"created, the cache holds an older version of fewer digits", write{resourceVersion: "1000", created: true}, Cached{ResourceVersion: "999", Exists: true}, false},
+		{"updated, the cache holds the version before", updated, Cached{ResourceVersion: "119", Exists: true}, false},
+		{"updated, since deleted", updated, Cached{}, true},
+		{"written, the cache holds that version", created, Cached{ResourceVersion: "120", Exists: true}, true},
+		{"written, the cache holds a newer version", created, Cached{ResourceVersion: "1200", Exists: true}, true},
+		{"written, versions that are not integers, different", write{resourceVersion: "b", created: true}, Cached{ResourceVersion: "a", Exists: true}, false},
+		{"written, versions that are not integers, equal", write{resourceVersion: "b"}, Cached{ResourceVersion: "b", Exists: true}, true},
+		{"deleted, still in the cache", deleted, Cached{ResourceVersion: "5", UID: "u1", Exists: true}, false},
+		{"deleted, gone from the cache", deleted, Cached{}, true},
+		{"deleted, made again by someone else", deleted, Cached{ResourceVersion: "6", UID: "u2", Exists: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, seen(tc.write, tc.cached))
+		})
+	}
+}
+
+func TestUnseen(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w := New(time.Minute)
+	w.now = func() time.Time { return now }
+	cache := map[string]Cached{}
+	lookup := func(key string) Cached { return cache[key] }
+
+	w.Created("ns/b", "10")
+	w.Created("ns/a", "11")
+	w.Deleted("ns/c", types.UID("u"))
+	cache["ns/c"] = Cached{ResourceVersion: "3", UID: "u", Exists: true}
+
+	unseen, expired := w.Unseen(lookup)
+	assert.Equal(t, []string{"ns/a", "ns/b", "ns/c"}, unseen, "sorted, none seen yet")
+	assert.Empty(t, expired)
+
+	cache["ns/a"] = Cached{ResourceVersion: "11", Exists: true}
+	delete(cache, "ns/c")
+	unseen, _ = w.Unseen(lookup)
+	assert.Equal(t, []string{"ns/b"}, unseen)
+	assert.Equal(t, 1, w.Len(), "what was seen is forgotten")
+
+	// A later write of the same object replaces the earlier one.
+	w.Updated("ns/a", "20")
+	unseen, _ = w.Unseen(lookup)
+	assert.Equal(t, []string{"ns/a", "ns/b"}, unseen)
+
+	now = now.Add(time.Minute)
+	unseen, expired = w.Unseen(lookup)
+	assert.Empty(t, unseen)
+	assert.Equal(t, []string{"ns/a", "ns/b"}, expired, "forgotten after the TTL, and said so")
+	assert.Zero(t, w.Len())
+}
