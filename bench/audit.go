@@ -92,7 +92,13 @@ type auditEvent struct {
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	ResponseStatus           *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 }
+
+// failedMark follows the resource of a write that failed, with its code.
+const failedMark = " → "
 
 // readAudit counts the daemon user's requests received in [from, to], as
 // the API server's audit log holds them. Each request is counted once, at the
@@ -131,6 +137,9 @@ func readAuditQ(path string, from, to time.Time, withQuery bool) (calls, error) 
 			if ev.ObjectRef.Subresource != "" {
 				k.resource += "/" + ev.ObjectRef.Subresource
 			}
+		}
+		if isWrite(ev.Verb) && ev.ResponseStatus != nil && ev.ResponseStatus.Code >= 400 {
+			k.resource += fmt.Sprintf("%s%d", failedMark, ev.ResponseStatus.Code)
 		}
 		if ev.Verb == "watch" && strings.Contains(ev.RequestURI, "sendInitialEvents=true") {
 			k.verb = "watchlist"

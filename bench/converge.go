@@ -11,11 +11,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/shardkeeper/shardkeeper/bench/clone"
 )
 
 // shardIDs returns n shard IDs: s000, s001, ...
@@ -34,29 +35,6 @@ func clones(ids []string) map[string]bool {
 	for _, id := range ids {
 		for _, s := range sources() {
 			out[s.Namespace+"/"+s.Name+"-shard-"+id] = true
-		}
-	}
-	return out
-}
-
-// floorDeployments are what the floor writes for ids: for every source one
-// Deployment cloned from it (its controller container, a --shard-id flag),
-// under a name and selector of its own that the daemon ignores.
-func floorDeployments(ids []string) []*appsv1.Deployment {
-	var out []*appsv1.Deployment
-	for _, id := range ids {
-		for _, s := range sources() {
-			d := s.DeepCopy()
-			d.Name = "floor-" + s.Name + "-" + id
-			sel := map[string]string{"bench.shardkeeper.io/floor": d.Name}
-			d.Labels = map[string]string{"app": d.Name, "bench.shardkeeper.io/floor": "true"}
-			d.Annotations = nil
-			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: sel}
-			d.Spec.Template.Labels = sel
-			c := d.Spec.Template.Spec.Containers[0]
-			c.Args = append(c.Args, "--shard-id="+id)
-			d.Spec.Template.Spec.Containers = []corev1.Container{c}
-			out = append(out, d)
 		}
 	}
 	return out
@@ -144,41 +122,63 @@ func (w *dwatch) waitAll(want map[string]bool, typ watch.EventType, timeout time
 
 func (w *dwatch) stop() { w.cancel() }
 
-// setShards patches the shard ConfigMap as `kubectl patch --type merge`.
-func (e *env) setShards(ctx context.Context, ids []string) error {
+// setShards patches the shards of the ConfigMap name as `kubectl patch
+// --type merge`.
+func (e *env) setShards(ctx context.Context, name string, ids []string) error {
 	v := "[]"
 	if len(ids) > 0 {
 		v = strings.Join(ids, ",")
 	}
 	b, _ := json.Marshal(map[string]any{"data": map[string]string{"shards": v}})
-	_, err := e.kube.CoreV1().ConfigMaps(fleetNS).Patch(ctx, cmName, types.MergePatchType, b, metav1.PatchOptions{})
+	_, err := e.kube.CoreV1().ConfigMaps(fleetNS).Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{})
 	return err
 }
 
-// daemonStep patches the ConfigMap from the shards from to the shards to
-// and returns the time from just before the patch to the watch event of the
-// last shard Deployment created (or deleted).
-func (e *env) daemonStep(ctx context.Context, from, to []string) (time.Duration, error) {
+// step is one measured change of a shard list: from just before the patch
+// of the ConfigMap to the watch event of the last Deployment created (or
+// deleted), and the CPU time the controller spent meanwhile.
+type step struct {
+	took, cpu time.Duration
+}
+
+// controllerStep patches the ConfigMap cm from the shards from to the
+// shards to, and measures until every Deployment that names(ids) returns for
+// the shards added (removed) has its ADDED (DELETED) event; pid is the
+// controller's process, for its CPU time.
+func (e *env) controllerStep(ctx context.Context, cm string, pid int, names func([]string) map[string]bool, from, to []string) (step, error) {
 	added, removed := diff(from, to)
-	want, typ := clones(added), watch.Added
+	want, typ := names(added), watch.Added
 	if len(removed) > 0 {
-		want, typ = clones(removed), watch.Deleted
+		want, typ = names(removed), watch.Deleted
 	}
 	w, err := watchDeployments(ctx, e.watchKube)
 	if err != nil {
-		return 0, err
+		return step{}, err
 	}
 	defer w.stop()
+	cpu0, err := cpuTime(pid)
+	if err != nil {
+		return step{}, err
+	}
 	t0 := time.Now()
-	if err := e.setShards(ctx, to); err != nil {
-		return 0, err
+	if err := e.setShards(ctx, cm, to); err != nil {
+		return step{}, err
 	}
 	t1, err := w.waitAll(want, typ, 3*time.Minute)
 	e.rewatches += w.rewatches.Load()
 	if err != nil {
-		return 0, err
+		return step{}, err
 	}
-	return t1.Sub(t0), nil
+	cpu1, err := cpuTime(pid)
+	if err != nil {
+		return step{}, err
+	}
+	return step{took: t1.Sub(t0), cpu: cpu1 - cpu0}, nil
+}
+
+// idealNames are the ideal controller's Deployments for ids.
+func idealNames(ids []string) map[string]bool {
+	return keys(clone.Deployments(sources(), clone.IdealPrefix, ids))
 }
 
 func diff(from, to []string) (added, removed []string) {
@@ -206,7 +206,7 @@ func diff(from, to []string) (added, removed []string) {
 // returns the time from the first request to the watch event of the last
 // Deployment, and to the last response.
 func (e *env) floorStep(ctx context.Context, ids []string, create bool) (time.Duration, time.Duration, error) {
-	ds := floorDeployments(ids)
+	ds := clone.Deployments(sources(), clone.FloorPrefix, ids)
 	client, err := kubernetes.NewForConfig(e.config(1e6, 1e6))
 	if err != nil {
 		return 0, 0, err
@@ -251,17 +251,34 @@ func (e *env) floorStep(ctx context.Context, ids []string, create bool) (time.Du
 	return t1.Sub(t0), returned, nil
 }
 
-// convergence is one shard count's four series of runs.
+// convergence is one shard count's series of runs: the floor, the ideal
+// controller and the daemon, each up and down.
 type convergence struct {
 	shards                     int
 	floorUp, floorDown         []time.Duration
 	floorUpResp, floorDownResp []time.Duration // the floor's last response
-	daemonUp, daemonDown       []time.Duration
-	daemonWrites               calls // the daemon's writes in the last run (audit log)
+	idealUp, idealDown         []step
+	daemonUp, daemonDown       []step
+	// daemonWrites are the daemon's writes of each run, up and down
+	// (audit log), beside what the change needs.
+	daemonWrites []runWrites
 }
 
-// runConvergence alternates the floor and the daemon, runs times for each
-// shard count, and waits for the namespaces to settle between steps.
+// runWrites are the daemon's Deployment creates and deletes in one run, the
+// writes it sent that failed (any resource), and the creates (and deletes)
+// that the run needs.
+type runWrites struct {
+	created, deleted, failed, needed int
+	all                              calls
+}
+
+func (w runWrites) exact() bool {
+	return w.created == w.needed && w.deleted == w.needed && w.failed == 0
+}
+
+// runConvergence alternates the floor, the ideal controller and the daemon,
+// runs times for each shard count, and waits for the namespaces to settle
+// between steps.
 func (b *bench) runConvergence(ctx context.Context) error {
 	d, err := b.env.startDaemon(b.daemonBin, b.daemonArgs)
 	if err != nil {
@@ -274,6 +291,11 @@ func (b *bench) runConvergence(ctx context.Context) error {
 	if _, err := d.waitCounted(0, 2*time.Minute); err != nil {
 		return err
 	}
+	ideal, err := b.env.startIdeal(b.idealBin)
+	if err != nil {
+		return err
+	}
+	defer ideal.stop()
 	settle := func(what string) {
 		if err := b.env.settle(ctx, 10*time.Minute); err != nil {
 			b.notef("convergence: after %s: %v", what, err)
@@ -283,47 +305,80 @@ func (b *bench) runConvergence(ctx context.Context) error {
 		ids := shardIDs(n)
 		c := &convergence{shards: n}
 		b.res.convergence = append(b.res.convergence, c)
-		for r := range b.runs {
-			for _, f := range []struct {
-				dir      string
-				up       bool
-				dt, resp *[]time.Duration
-				settled  string
-			}{
-				{"up", true, &c.floorUp, &c.floorUpResp, "the floor's creates"},
-				{"down", false, &c.floorDown, &c.floorDownResp, "the floor's deletes"},
-			} {
-				dt, resp, err := b.env.floorStep(ctx, ids, f.up)
-				if err != nil {
-					return fmt.Errorf("floor, %d shards %s: %w", n, f.dir, err)
-				}
-				*f.dt, *f.resp = append(*f.dt, dt), append(*f.resp, resp)
-				b.logf("convergence %d shards run %d: floor %s %s (last response %s)", n, r+1, f.dir, dt, resp)
-				settle(f.settled)
+		for r := range b.convRuns {
+			if err := b.floorRun(ctx, c, ids, r, settle); err != nil {
+				return err
 			}
-
-			since := time.Now()
-			for _, st := range []struct {
-				dir      string
-				from, to []string
-				dt       *[]time.Duration
-				settled  string
+			for _, ctl := range []struct {
+				name, cm string
+				pid      int
+				names    func([]string) map[string]bool
+				up, down *[]step
 			}{
-				{"up", nil, ids, &c.daemonUp, "shardkeeper's creates"},
-				{"down", ids, nil, &c.daemonDown, "shardkeeper's deletes"},
+				{"the ideal controller", idealCM, ideal.pid(), idealNames, &c.idealUp, &c.idealDown},
+				{"shardkeeper", cmName, d.pid(), clones, &c.daemonUp, &c.daemonDown},
 			} {
-				dt, err := b.env.daemonStep(ctx, st.from, st.to)
-				if err != nil {
-					return fmt.Errorf("shardkeeper, %d shards %s: %w", n, st.dir, err)
+				since := time.Now()
+				for _, st := range []struct {
+					dir      string
+					from, to []string
+					out      *[]step
+				}{{"up", nil, ids, ctl.up}, {"down", ids, nil, ctl.down}} {
+					res, err := b.env.controllerStep(ctx, ctl.cm, ctl.pid, ctl.names, st.from, st.to)
+					if err != nil {
+						return fmt.Errorf("%s, %d shards %s: %w", ctl.name, n, st.dir, err)
+					}
+					*st.out = append(*st.out, res)
+					b.logf("convergence %d shards run %d: %s %s %s (CPU %s)", n, r+1, ctl.name, st.dir, res.took, res.cpu)
+					settle(ctl.name + " " + st.dir)
 				}
-				*st.dt = append(*st.dt, dt)
-				b.logf("convergence %d shards run %d: shardkeeper %s %s", n, r+1, st.dir, dt)
-				settle(st.settled)
-			}
-			if calls, err := readAudit(b.env.auditLog, since, time.Now()); err == nil {
-				c.daemonWrites = calls.filter(func(k callKey) bool { return isWrite(k.verb) })
+				if ctl.cm == cmName {
+					w, err := daemonWrites(b.env.auditLog, since, time.Now(), len(clones(ids)))
+					if err != nil {
+						return err
+					}
+					c.daemonWrites = append(c.daemonWrites, w)
+					b.logf("convergence %d shards run %d: shardkeeper's writes: %s", n, r+1, w.all)
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// floorRun is one run of the floor, up and down.
+func (b *bench) floorRun(ctx context.Context, c *convergence, ids []string, r int, settle func(string)) error {
+	for _, f := range []struct {
+		dir      string
+		up       bool
+		dt, resp *[]time.Duration
+	}{
+		{"up", true, &c.floorUp, &c.floorUpResp},
+		{"down", false, &c.floorDown, &c.floorDownResp},
+	} {
+		dt, resp, err := b.env.floorStep(ctx, ids, f.up)
+		if err != nil {
+			return fmt.Errorf("floor, %d shards %s: %w", len(ids), f.dir, err)
+		}
+		*f.dt, *f.resp = append(*f.dt, dt), append(*f.resp, resp)
+		b.logf("convergence %d shards run %d: floor %s %s (last response %s)", len(ids), r+1, f.dir, dt, resp)
+		settle("the floor's " + f.dir)
+	}
+	return nil
+}
+
+// daemonWrites reads the daemon's writes in [from, to] from the audit log.
+func daemonWrites(auditLog string, from, to time.Time, needed int) (runWrites, error) {
+	all, err := readAudit(auditLog, from, to)
+	if err != nil {
+		return runWrites{}, err
+	}
+	all = all.filter(func(k callKey) bool { return isWrite(k.verb) })
+	return runWrites{
+		created: all[callKey{"create", "deployments"}],
+		deleted: all[callKey{"delete", "deployments"}],
+		failed:  all.count(func(k callKey) bool { return strings.Contains(k.resource, failedMark) }),
+		needed:  needed,
+		all:     all,
+	}, nil
 }

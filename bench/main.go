@@ -43,12 +43,14 @@ type bench struct {
 	env        *env
 	daemonBin  string
 	refBin     string
+	idealBin   string
 	daemonArgs []string
 
 	shards      []int
 	scaleShards int
 	objects     []int
 	runs        int
+	convRuns    int
 	idle        time.Duration
 	settle      time.Duration
 	writers     int
@@ -145,7 +147,8 @@ func run() error {
 	flag.Var((*intList)(&b.shards), "shards", "shard counts for convergence, comma-separated")
 	flag.Var((*intList)(&b.objects), "objects", "mapped object counts for memory, decision latency and start-up (0 is always measured), comma-separated")
 	flag.IntVar(&b.scaleShards, "scale-shards", 100, "shards the mapped objects are spread over")
-	flag.IntVar(&b.runs, "runs", 3, "runs per figure; the median is reported")
+	flag.IntVar(&b.runs, "runs", 3, "runs per figure of memory, decision latency and start-up; the median is reported")
+	flag.IntVar(&b.convRuns, "convergence-runs", 5, "alternating runs of the floor, the ideal controller and the daemon per shard count; the median is reported")
 	flag.DurationVar(&b.idle, "idle", 5*time.Minute, "length of the idle window (0 skips it)")
 	flag.DurationVar(&b.settle, "settle", 5*time.Second, "wait after a process is ready before its RSS is read")
 	flag.IntVar(&b.writers, "writers", 24, "concurrent writers creating the mapped objects")
@@ -156,8 +159,8 @@ func run() error {
 	flag.Var(&daemonExtra, "daemon-arg", "an extra argument for the daemon, repeatable (the figures are meant for its defaults)")
 	flag.Parse()
 	b.daemonArgs = daemonExtra
-	if b.runs < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 {
-		return errors.New("--runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1")
+	if b.runs < 1 || b.convRuns < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 {
+		return errors.New("--runs, --convergence-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1")
 	}
 	b.objects = dropZero(b.objects)
 	b.res.began = time.Now()
@@ -186,10 +189,12 @@ func run() error {
 	if !*keep {
 		defer os.RemoveAll(tmp)
 	}
-	b.refBin = filepath.Join(tmp, "ref")
-	b.logf("building the reference (bench/ref)")
-	if out, err := exec.Command("go", "build", "-o", b.refBin, "github.com/shardkeeper/shardkeeper/bench/ref").CombinedOutput(); err != nil {
-		return fmt.Errorf("building bench/ref: %v\n%s", err, out)
+	b.refBin, b.idealBin = filepath.Join(tmp, "ref"), filepath.Join(tmp, "ideal")
+	for _, ref := range []struct{ bin, pkg string }{{b.refBin, "bench/ref"}, {b.idealBin, "bench/ideal"}} {
+		b.logf("building the reference %s", ref.pkg)
+		if out, err := exec.Command("go", "build", "-o", ref.bin, "github.com/shardkeeper/shardkeeper/"+ref.pkg).CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", ref.pkg, err, out)
+		}
 	}
 	b.res.machine = machine(absBin, b.daemonBin)
 

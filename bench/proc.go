@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -194,6 +195,58 @@ func (e *env) startDaemon(bin string, extra []string) (*daemon, error) {
 	}
 	return &daemon{proc: p, probe: fmt.Sprintf("http://127.0.0.1:%d", pp), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}, nil
 }
+
+// idealCM is the ConfigMap the ideal controller watches, beside the daemon's.
+const idealCM = "ideal"
+
+// startIdeal starts the ideal controller (bench/ideal) on the sources, with
+// its ConfigMap created empty, and waits until its watch runs.
+func (e *env) startIdeal(bin string) (*proc, error) {
+	_, err := e.kube.CoreV1().ConfigMaps(fleetNS).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: idealCM}, Data: map[string]string{"shards": "[]"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	args := []string{"--kubeconfig", e.adminKubeconfig, "--configmap", fleetNS + "/" + idealCM}
+	for _, s := range sources() {
+		args = append(args, "--source", s.Namespace+"/"+s.Name)
+	}
+	p, err := startProc("ideal", filepath.Join(e.workDir, "ideal.log"), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.waitLine("watching", time.Minute); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// cpuTime is the CPU time, user and system, the process pid has used.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command, which is in parentheses and may hold
+	// spaces: utime and stime are the 14th and 15th of the line.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on Linux.
+const clockTicks = 100
 
 // waitStableRSS samples the RSS every second until it has moved less than
 // 1 MiB over five seconds (the Go runtime returns freed memory to the OS

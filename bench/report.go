@@ -69,6 +69,15 @@ func durs(ds []time.Duration, f func(time.Duration) string) string {
 	return strings.Join(s, ", ")
 }
 
+// steps lists the times of steps, each with its CPU.
+func steps(ss []step) string {
+	var s []string
+	for _, st := range ss {
+		s = append(s, fmt.Sprintf("%s (%s)", secs(st.took), ms(st.cpu)))
+	}
+	return strings.Join(s, ", ")
+}
+
 func ratio(a, b float64) string {
 	if b == 0 {
 		return "—"
@@ -97,32 +106,77 @@ func count(n int) string {
 
 type row struct{ figure, value, ref, ratio, target, result string }
 
+// convergenceRows compare the daemon with the ideal controller, the
+// primary reference, and show the floor beside it; and count the daemon's
+// writes against what the changes needed.
+func (b *bench) convergenceRows() []row {
+	var rows []row
+	n := fmt.Sprintf(" (median of %d)", b.convRuns)
+	if b.convRuns == 1 {
+		n = " (1 run)"
+	}
+	for _, c := range b.res.convergence {
+		if len(c.daemonUp) == 0 || len(c.idealUp) == 0 {
+			continue
+		}
+		deps := c.shards * len(sources())
+		for _, dir := range []struct {
+			name          string
+			daemon, ideal []step
+			floor         []time.Duration
+		}{
+			{fmt.Sprintf("convergence 0→%d shards: %d Deployments created", c.shards, deps), c.daemonUp, c.idealUp, c.floorUp},
+			{fmt.Sprintf("convergence %d→0 shards: %d Deployments deleted", c.shards, deps), c.daemonDown, c.idealDown, c.floorDown},
+		} {
+			if len(dir.daemon) == 0 || len(dir.ideal) == 0 {
+				continue
+			}
+			d, i := medianDur(took(dir.daemon)), medianDur(took(dir.ideal))
+			rows = append(rows, row{dir.name + n, secs(d), fmt.Sprintf("%s (ideal controller); floor %s", secs(i), secs(medianDur(dir.floor))),
+				ratio(d.Seconds(), i.Seconds()), "≤ 1.1x the ideal controller", yesNo(d.Seconds() <= 1.1*i.Seconds())})
+			dc, ic := medianDur(cpu(dir.daemon)), medianDur(cpu(dir.ideal))
+			rows = append(rows, row{"CPU of that change" + n, ms(dc), ms(ic) + " (ideal controller)", ratio(dc.Seconds(), ic.Seconds()), "(recorded)", "—"})
+		}
+		if len(c.daemonWrites) > 0 {
+			exact := 0
+			var sent []string
+			for _, w := range c.daemonWrites {
+				if w.exact() {
+					exact++
+				}
+				sent = append(sent, fmt.Sprintf("%d/%d/%d", w.created, w.deleted, w.failed))
+			}
+			rows = append(rows, row{fmt.Sprintf("writes at %d shards: Deployment creates/deletes/failed writes, each run", c.shards),
+				strings.Join(sent, ", "), fmt.Sprintf("%d/%d/0 needed", deps, deps), "—",
+				"exactly as needed in every run", yesNo(exact == len(c.daemonWrites))})
+		}
+	}
+	return rows
+}
+
+func took(steps []step) []time.Duration {
+	out := make([]time.Duration, len(steps))
+	for i, s := range steps {
+		out[i] = s.took
+	}
+	return out
+}
+
+func cpu(steps []step) []time.Duration {
+	out := make([]time.Duration, len(steps))
+	for i, s := range steps {
+		out[i] = s.cpu
+	}
+	return out
+}
+
 func (b *bench) rows() []row {
 	var rows []row
 	n := fmt.Sprintf(" (median of %d)", b.runs)
 	if b.runs == 1 {
 		n = " (1 run)"
 	}
-	for _, c := range b.res.convergence {
-		if len(c.daemonUp) == 0 || len(c.floorUp) == 0 {
-			continue
-		}
-		deps := c.shards * len(sources())
-		for _, dir := range []struct {
-			name          string
-			daemon, floor []time.Duration
-		}{
-			{fmt.Sprintf("convergence 0→%d shards: %d Deployments created", c.shards, deps), c.daemonUp, c.floorUp},
-			{fmt.Sprintf("convergence %d→0 shards: %d Deployments deleted", c.shards, deps), c.daemonDown, c.floorDown},
-		} {
-			if len(dir.daemon) == 0 || len(dir.floor) == 0 {
-				continue
-			}
-			d, f := medianDur(dir.daemon), medianDur(dir.floor)
-			rows = append(rows, row{dir.name + n, secs(d), secs(f) + " (floor)", ratio(d.Seconds(), f.Seconds()),
-				"≤ 1.5x the floor", yesNo(d.Seconds() <= 1.5*f.Seconds())})
-		}
-	}
+	rows = append(rows, b.convergenceRows()...)
 	rows = append(rows, b.placementRows()...)
 	levels := b.res.levels
 	if len(levels) > 0 {
@@ -255,7 +309,7 @@ func (b *bench) report() string {
 	p("## How it is measured\n\n")
 	p("- The control plane is the e2e one (`e2e/cluster`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback, one fake Node), started with an audit policy (its `AuditPolicy` option) that logs, at the Metadata level, the requests of the daemon's user and of nobody else; the daemon has a static token of its own for that user (its `Users` option). The daemon, the floor, the reference, the object writers, kube-controller-manager, kube-scheduler and kwok all use its one API server. `apiserver_request_total` has no label naming the client (its labels here: %s), hence the audit log.\n", b.apiLabels())
 	p("- The daemon is `bin/shardkeeper` run as a subprocess with `--preset fleet,flux` and its default client limits (QPS %d, burst %d)%s. It authenticates as a member of `system:masters`. The sources are the fixture's fleet-controller, gitjob, helmops and helm-controller (1 replica each), so every shard is 4 Deployments, and kwok makes their Pods Ready.\n", daemonQPS, daemonBurst, b.extraArgs())
-	p("- **Convergence**: a watch on the Deployments of both namespaces is started (from their current resourceVersion) before the ConfigMap patch; the figure is the time from just before the patch to the arrival of the ADDED (DELETED) event of the last of the shard's Deployments. The floor creates (deletes, propagation Background like the daemon) the same number of Deployments, cloned from the same sources, from one goroutine each, all released at once, with a client whose rate limiter never waits (QPS and burst 10⁶); it is timed the same way, from its first request to the last watch event. The floor and the daemon alternate, and between steps the namespaces are left to settle (every Deployment rolled out, its Pods Ready; or every ReplicaSet and Pod of the deleted ones gone).\n")
+	p("- **Convergence**: a watch on the Deployments of both namespaces is started (from their current resourceVersion) before the ConfigMap patch (`kubectl patch --type merge`); the figure is the time from just before the patch to the arrival of the ADDED (DELETED) event of the last of the shard's Deployments. The primary reference is the **ideal controller** (`bench/ideal`): a separate process that watches a ConfigMap of its own and, on the same patch, creates (deletes) the same number of Deployments, cloned from the same sources, all at once, one goroutine each, with a client whose rate limiter never waits; it keeps no cache, no status and no Events, and remembers what it wrote. The **floor** is the bare parallel client with no ConfigMap at all: the same writes released at once, timed from its first request to the last watch event. The floor, the ideal controller and the daemon alternate, and between steps the namespaces are left to settle (every Deployment rolled out, its Pods Ready; or every ReplicaSet and Pod of the deleted ones gone). The CPU of a change is the process's user and system time (`/proc/PID/stat`) from just before the patch to the last watch event. The daemon's writes of each run (up and down) are read from the audit log: a write that failed is one the API server answered with 400 or more (an AlreadyExists, a NotFound, a conflict).\n")
 	p("- **Memory**: the mapped objects (`fixture.Object`: one shard label and a 2 KB last-applied annotation; a quarter each of GitRepos, HelmReleases, Bundles and BundleDeployments, the last two guarded by the Fleet preset since they hold the shard's finalizers; in %d namespaces) are spread over %d shards, which the ConfigMap lists (so %d shard Deployments run throughout). At each object count the daemon is started afresh; once `/readyz` is 200 and its metrics count every object (it reports counts only once every mapped cache has synced), the benchmark waits %s and reads VmRSS (and VmHWM, the peak) from `/proc/PID/status`. The reference (`bench/ref`) caches the same objects with client-go dynamic (unstructured) informers for the same four kinds, prints a line when all have synced, and is read the same way, %s after that line. An idle Go process does not collect garbage until its heap reaches the next goal or two minutes have passed, so what the start-up left behind is still in that reading; the **steady** figures (at 0 objects and the largest count, the last run of each) are read once the process has completed a garbage collection after that reading and its RSS has stopped moving (less than 1 MiB over 5 s). The benchmark makes neither process collect (the daemon, by its own design, collects once and returns the garbage to the operating system after storing an initial list of 1,000 objects or more, the streamed objects it stripped): the daemon's collections are read from its `go_gc_duration_seconds_count`, the reference's from `runtime/metrics`.\n",
 		objNSs, b.scaleShards, b.scaleShards*len(sources()), b.settle, b.settle)
 	p("- **Decision latency**: with the daemon running, the change of `shardkeeper_reconcile_duration_seconds` _sum/_count across one ConfigMap patch that adds one shard (and one that removes it again), from just before the patch until the shard's Deployments are rolled out and no reconcile has run for 3 s. The window holds the patch's reconcile, whose 4 creates are part of its duration, and the reconciles that the rollout's Deployment status changes bring.\n")
@@ -265,10 +319,17 @@ func (b *bench) report() string {
 	p("\n")
 
 	if len(b.res.convergence) > 0 {
-		p("## Convergence, every run\n\n| shards | Deployments | floor up (its last response) | shardkeeper up | floor down (its last response) | shardkeeper down | shardkeeper's writes in the last up and down (audit) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+		p("## Convergence, every run\n\n| shards | Deployments | direction | floor (its last response) | ideal controller (CPU) | shardkeeper (CPU) |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, c := range b.res.convergence {
-			p("| %d | %d | %s (%s) | %s | %s (%s) | %s | %s |\n", c.shards, c.shards*len(sources()),
-				durs(c.floorUp, secs), durs(c.floorUpResp, secs), durs(c.daemonUp, secs), durs(c.floorDown, secs), durs(c.floorDownResp, secs), durs(c.daemonDown, secs), c.daemonWrites)
+			deps := c.shards * len(sources())
+			p("| %d | %d | up | %s (%s) | %s | %s |\n", c.shards, deps, durs(c.floorUp, secs), durs(c.floorUpResp, secs), steps(c.idealUp), steps(c.daemonUp))
+			p("| %d | %d | down | %s (%s) | %s | %s |\n", c.shards, deps, durs(c.floorDown, secs), durs(c.floorDownResp, secs), steps(c.idealDown), steps(c.daemonDown))
+		}
+		p("\nshardkeeper's writes in each run, up and down (audit log):\n\n")
+		for _, c := range b.res.convergence {
+			for i, w := range c.daemonWrites {
+				p("- %d shards, run %d: %s\n", c.shards, i+1, w.all)
+			}
 		}
 		p("\n")
 		if b.env != nil && b.env.rewatches > 0 {

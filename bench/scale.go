@@ -164,7 +164,7 @@ func (b *bench) runScale(ctx context.Context) error {
 			d.stop()
 			return err
 		}
-		if err := b.env.setShards(ctx, base); err != nil {
+		if err := b.env.setShards(ctx, cmName, base); err != nil {
 			d.stop()
 			return err
 		}
@@ -354,7 +354,7 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 		if err != nil {
 			return 0, 0, err
 		}
-		if _, err := b.env.daemonStep(ctx, from, to); err != nil {
+		if _, err := b.env.controllerStep(ctx, cmName, d.pid(), clones, from, to); err != nil {
 			return 0, 0, err
 		}
 		if err := b.env.settle(ctx, 5*time.Minute); err != nil {

@@ -51,11 +51,11 @@ type Options struct {
 	// Mover receives what placement needs after every reconcile; nil
 	// when placement is not allowed, and a placement key is then refused.
 	Mover interface{ Set(mover.State) }
-	// WriteParallelism bounds the writes in flight at once. The client's
-	// burst is the right value: its rate limiter lets that many requests
-	// through at once and paces the rest at its QPS, so more would only
-	// wait in the limiter, and fewer would hold a shard set of the usual
-	// sizes back by a round trip.
+	// WriteParallelism bounds the writes in flight at once. The clients'
+	// bursts, summed, are the right value: their rate limiters let that
+	// many requests through at once and pace the rest at their QPS, so
+	// more would only wait in the limiters, and fewer would hold a shard
+	// set of the usual sizes back by a round trip.
 	WriteParallelism int
 }
 
