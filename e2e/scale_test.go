@@ -47,14 +47,15 @@ func TestManyShardsAtOnce(t *testing.T) {
 }
 
 // TestEveryWriteOnce makes the daemon decide again right after its own
-// writes, before its caches can have seen them: each change of the shard
-// list comes with a burst of edits of the ConfigMap's annotations, each a
-// reconcile. It sends every create and every delete once, and none fails
-// (an AlreadyExists, a NotFound or a conflict would be a write sent on a
-// stale cache).
+// writes, before its caches can have seen them: its watches reach it 300 ms
+// late (slowWatches), and each change of the shard list comes with a burst
+// of edits of the ConfigMap's annotations, each a reconcile. It sends every
+// create and every delete once, and none fails (an AlreadyExists, a
+// NotFound or a conflict would be a write sent on a stale cache).
 func TestEveryWriteOnce(t *testing.T) {
 	s := newScenario(t, "burst", true)
 	s.createConfigMap("[]")
+	s.slowWatches(300 * time.Millisecond)
 	s.start()
 	var ids []string
 	for i := range 20 {
