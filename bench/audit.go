@@ -104,12 +104,13 @@ const failedMark = " → "
 // the API server's audit log holds them. Each request is counted once, at the
 // first stage logged for it (a watch is logged when its response starts).
 func readAudit(path string, from, to time.Time) (calls, error) {
-	return readAuditQ(path, from, to, false)
+	return readAuditQ(path, DaemonUser, from, to, false)
 }
 
-// readAuditQ is readAudit; withQuery keeps the paging and resourceVersion
-// parameters of lists in the resource, to show how a list was made.
-func readAuditQ(path string, from, to time.Time, withQuery bool) (calls, error) {
+// readAuditQ is readAudit for the requests of user; withQuery keeps the
+// paging and resourceVersion parameters of lists in the resource, to show
+// how a list was made.
+func readAuditQ(path, user string, from, to time.Time, withQuery bool) (calls, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func readAuditQ(path string, from, to time.Time, withQuery bool) (calls, error) 
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return nil, fmt.Errorf("audit log %s: %w", path, err)
 		}
-		if ev.User.Username != DaemonUser || seen[ev.AuditID] {
+		if ev.User.Username != user || seen[ev.AuditID] {
 			continue
 		}
 		if ev.RequestReceivedTimestamp.Before(from) || ev.RequestReceivedTimestamp.After(to) {

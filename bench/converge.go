@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/shardkeeper/shardkeeper/bench/clone"
 )
@@ -207,7 +209,9 @@ func diff(from, to []string) (added, removed []string) {
 // Deployment, and to the last response.
 func (e *env) floorStep(ctx context.Context, ids []string, create bool) (time.Duration, time.Duration, error) {
 	ds := clone.Deployments(sources(), clone.FloorPrefix, ids)
-	client, err := kubernetes.NewForConfig(e.config(1e6, 1e6))
+	cfg := rest.CopyConfig(e.floorCfg)
+	cfg.QPS, cfg.Burst = 1e6, 1e6
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -259,12 +263,13 @@ type convergence struct {
 	floorUpResp, floorDownResp []time.Duration // the floor's last response
 	idealUp, idealDown         []step
 	daemonUp, daemonDown       []step
-	// daemonWrites are the daemon's writes of each run, up and down
-	// (audit log), beside what the change needs.
-	daemonWrites []runWrites
+	// daemonWrites and idealWrites are the writes of each run, up and
+	// down, of the daemon and of the ideal controller (audit log), beside
+	// what the change needs.
+	daemonWrites, idealWrites []runWrites
 }
 
-// runWrites are the daemon's Deployment creates and deletes in one run, the
+// runWrites are a controller's Deployment creates and deletes in one run, the
 // writes it sent that failed (any resource), and the creates (and deletes)
 // that the run needs.
 type runWrites struct {
@@ -280,7 +285,9 @@ func (w runWrites) exact() bool {
 // runs times for each shard count, and waits for the namespaces to settle
 // between steps.
 func (b *bench) runConvergence(ctx context.Context) error {
-	d, err := b.env.startDaemon(b.daemonBin, b.daemonArgs)
+	// --profiling only opens the endpoint: nothing is profiled until the
+	// measured runs are over.
+	d, err := b.env.startDaemon(b.daemonBin, append(slices.Clone(b.daemonArgs), "--profiling"))
 	if err != nil {
 		return err
 	}
@@ -301,7 +308,7 @@ func (b *bench) runConvergence(ctx context.Context) error {
 			b.notef("convergence: after %s: %v", what, err)
 		}
 	}
-	for _, n := range b.shards {
+	for i, n := range b.shards {
 		ids := shardIDs(n)
 		c := &convergence{shards: n}
 		b.res.convergence = append(b.res.convergence, c)
@@ -310,13 +317,14 @@ func (b *bench) runConvergence(ctx context.Context) error {
 				return err
 			}
 			for _, ctl := range []struct {
-				name, cm string
-				pid      int
-				names    func([]string) map[string]bool
-				up, down *[]step
+				name, cm, user string
+				pid            int
+				names          func([]string) map[string]bool
+				up, down       *[]step
+				writes         *[]runWrites
 			}{
-				{"the ideal controller", idealCM, ideal.pid(), idealNames, &c.idealUp, &c.idealDown},
-				{"shardkeeper", cmName, d.pid(), clones, &c.daemonUp, &c.daemonDown},
+				{"the ideal controller", idealCM, IdealUser, ideal.pid(), idealNames, &c.idealUp, &c.idealDown, &c.idealWrites},
+				{"shardkeeper", cmName, DaemonUser, d.pid(), clones, &c.daemonUp, &c.daemonDown, &c.daemonWrites},
 			} {
 				since := time.Now()
 				for _, st := range []struct {
@@ -332,15 +340,19 @@ func (b *bench) runConvergence(ctx context.Context) error {
 					b.logf("convergence %d shards run %d: %s %s %s (CPU %s)", n, r+1, ctl.name, st.dir, res.took, res.cpu)
 					settle(ctl.name + " " + st.dir)
 				}
-				if ctl.cm == cmName {
-					w, err := daemonWrites(b.env.auditLog, since, time.Now(), len(clones(ids)))
-					if err != nil {
-						return err
-					}
-					c.daemonWrites = append(c.daemonWrites, w)
-					b.logf("convergence %d shards run %d: shardkeeper's writes: %s", n, r+1, w.all)
+				w, err := controllerWrites(b.env.auditLog, ctl.user, since, time.Now(), len(clones(ids)))
+				if err != nil {
+					return err
 				}
+				*ctl.writes = append(*ctl.writes, w)
+				b.logf("convergence %d shards run %d: %s's writes: %s", n, r+1, ctl.name, w.all)
 			}
+		}
+		if i == 0 && b.profileSeconds > 0 {
+			if err := b.profileBursts(ctx, d, ids); err != nil {
+				b.notef("convergence: the CPU profile of %d shards: %v", n, err)
+			}
+			settle("the profile")
 		}
 	}
 	return nil
@@ -367,9 +379,10 @@ func (b *bench) floorRun(ctx context.Context, c *convergence, ids []string, r in
 	return nil
 }
 
-// daemonWrites reads the daemon's writes in [from, to] from the audit log.
-func daemonWrites(auditLog string, from, to time.Time, needed int) (runWrites, error) {
-	all, err := readAudit(auditLog, from, to)
+// controllerWrites reads the writes of user in [from, to] from the audit
+// log.
+func controllerWrites(auditLog, user string, from, to time.Time, needed int) (runWrites, error) {
+	all, err := readAuditQ(auditLog, user, from, to, false)
 	if err != nil {
 		return runWrites{}, err
 	}

@@ -23,10 +23,21 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
-// DaemonUser is the user the daemon authenticates as (with a static token
-// of its own, in system:masters); the audit policy records this user's
-// requests and nobody else's.
-const DaemonUser = "shardkeeper-daemon"
+// The users of the measured clients, each with a static token of its own
+// and in system:masters. The audit policy records their requests and nobody
+// else's: every controller that convergence compares pays the API server's
+// audit logging alike, and its writes can be counted.
+const (
+	// DaemonUser is the daemon's.
+	DaemonUser = "shardkeeper-daemon"
+	// IdealUser is the ideal controller's (bench/ideal).
+	IdealUser = "bench-ideal"
+	// FloorUser is the floor's, the bare parallel client.
+	FloorUser = "bench-floor"
+)
+
+// auditedUsers are the users the audit log records.
+var auditedUsers = []string{DaemonUser, IdealUser, FloorUser}
 
 const (
 	fleetNS   = "bench-fleet"
@@ -38,10 +49,11 @@ const (
 
 // env is the control plane the benchmark runs on: the cluster package's
 // etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
-// The API server writes an audit log of the daemon's requests, and of
-// nobody else's: the daemon authenticates as DaemonUser, everything else
-// (the benchmark, the floor, the reference, the control plane's own
-// components) as other users.
+// The API server writes an audit log of the requests of the daemon, the
+// ideal controller and the floor, and of nobody else's: each authenticates
+// as a user of its own (auditedUsers), everything else (the benchmark's
+// other clients, the reference, the control plane's own components) as
+// other users.
 type env struct {
 	cluster  *cluster.Cluster
 	workDir  string
@@ -59,12 +71,15 @@ type env struct {
 	rewatches int64
 
 	daemonKubeconfig string
+	idealKubeconfig  string
 	adminKubeconfig  string
+	// floorCfg is FloorUser's.
+	floorCfg *rest.Config
 }
 
 func startEnv(ctx context.Context, binDir, workDir string, logf func(string, ...any)) (*env, error) {
 	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, WorkDir: filepath.Join(workDir, "cluster"), Workloads: true,
-		Users: []string{DaemonUser}, AuditPolicy: cluster.UserAuditPolicy(DaemonUser), Logf: logf})
+		Users: auditedUsers, AuditPolicy: cluster.UserAuditPolicy(auditedUsers...), Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -77,8 +92,9 @@ func startEnv(ctx context.Context, binDir, workDir string, logf func(string, ...
 }
 
 // connect builds the benchmark's admin clients, with client limits that
-// never hold its writers back, and writes the daemon's kubeconfig (as
-// DaemonUser); the reference uses the cluster's admin kubeconfig.
+// never hold its writers back, the kubeconfigs of the daemon and the ideal
+// controller and the floor's config, each as its own audited user; the
+// reference uses the cluster's admin kubeconfig.
 func (e *env) connect() error {
 	e.cfg = e.cluster.Config()
 	e.cfg.QPS, e.cfg.Burst, e.cfg.Timeout = 1000, 2000, 60*time.Second
@@ -97,13 +113,22 @@ func (e *env) connect() error {
 	if e.watchKube, err = kubernetes.NewForConfig(wcfg); err != nil {
 		return err
 	}
-	daemon, err := e.cluster.UserConfig(DaemonUser)
-	if err != nil {
-		return err
-	}
 	e.adminKubeconfig = e.cluster.KubeconfigPath()
 	e.daemonKubeconfig = filepath.Join(e.workDir, "daemon.kubeconfig")
-	return writeKubeconfig(e.daemonKubeconfig, daemon, DaemonUser)
+	e.idealKubeconfig = filepath.Join(e.workDir, "ideal.kubeconfig")
+	for _, k := range []struct{ user, path string }{{DaemonUser, e.daemonKubeconfig}, {IdealUser, e.idealKubeconfig}} {
+		cfg, err := e.cluster.UserConfig(k.user)
+		if err != nil {
+			return err
+		}
+		if err := writeKubeconfig(k.path, cfg, k.user); err != nil {
+			return err
+		}
+	}
+	if e.floorCfg, err = e.cluster.UserConfig(FloorUser); err != nil {
+		return err
+	}
+	return nil
 }
 
 func (e *env) stop() {

@@ -60,6 +60,10 @@ type bench struct {
 	placementShards  int
 	placementRuns    int
 
+	// profileSeconds is the length of the CPU profile of the daemon's
+	// bursts (0: none).
+	profileSeconds int
+
 	res results
 }
 
@@ -72,6 +76,7 @@ type results struct {
 	writeRates   []writeRate
 	idle         *idle
 	placement    *placementResult
+	profile      *burstProfile
 	notes        []string
 	failures     []string
 	skipped      []string
@@ -156,6 +161,7 @@ func run() error {
 	flag.IntVar(&b.placementObjects, "placement-objects", 10000, "new unlabelled objects placement labels, per run")
 	flag.IntVar(&b.placementShards, "placement-shards", 16, "shards placement spreads the objects over")
 	flag.IntVar(&b.placementRuns, "placement-runs", 1, "runs of the placement part (a run takes about 8 minutes at 10,000 objects; --runs does not apply)")
+	flag.IntVar(&b.profileSeconds, "profile-seconds", 30, "seconds of the daemon's CPU profile across bursts of the smallest shard count, after its measured runs (0 skips it)")
 	flag.Var(&daemonExtra, "daemon-arg", "an extra argument for the daemon, repeatable (the figures are meant for its defaults)")
 	flag.Parse()
 	b.daemonArgs = daemonExtra

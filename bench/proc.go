@@ -207,7 +207,7 @@ func (e *env) startIdeal(bin string) (*proc, error) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	args := []string{"--kubeconfig", e.adminKubeconfig, "--configmap", fleetNS + "/" + idealCM}
+	args := []string{"--kubeconfig", e.idealKubeconfig, "--configmap", fleetNS + "/" + idealCM}
 	for _, s := range sources() {
 		args = append(args, "--source", s.Namespace+"/"+s.Name)
 	}

@@ -138,20 +138,29 @@ func (b *bench) convergenceRows() []row {
 			rows = append(rows, row{"CPU of that change" + n, ms(dc), ms(ic) + " (ideal controller)", ratio(dc.Seconds(), ic.Seconds()), "(recorded)", "—"})
 		}
 		if len(c.daemonWrites) > 0 {
-			exact := 0
-			var sent []string
-			for _, w := range c.daemonWrites {
-				if w.exact() {
-					exact++
-				}
-				sent = append(sent, fmt.Sprintf("%d/%d/%d", w.created, w.deleted, w.failed))
+			sent, exact := writesEach(c.daemonWrites)
+			ref := fmt.Sprintf("%d/%d/0 needed", deps, deps)
+			if len(c.idealWrites) > 0 {
+				ideal, _ := writesEach(c.idealWrites)
+				ref += " (ideal controller: " + ideal + ")"
 			}
 			rows = append(rows, row{fmt.Sprintf("writes at %d shards: Deployment creates/deletes/failed writes, each run", c.shards),
-				strings.Join(sent, ", "), fmt.Sprintf("%d/%d/0 needed", deps, deps), "—",
-				"exactly as needed in every run", yesNo(exact == len(c.daemonWrites))})
+				sent, ref, "—", "exactly as needed in every run", yesNo(exact)})
 		}
 	}
 	return rows
+}
+
+// writesEach lists the creates, deletes and failed writes of each run, and
+// whether every run wrote exactly what it needed.
+func writesEach(ws []runWrites) (string, bool) {
+	exact := true
+	var sent []string
+	for _, w := range ws {
+		exact = exact && w.exact()
+		sent = append(sent, fmt.Sprintf("%d/%d/%d", w.created, w.deleted, w.failed))
+	}
+	return strings.Join(sent, ", "), exact
 }
 
 func took(steps []step) []time.Duration {
@@ -307,9 +316,9 @@ func (b *bench) report() string {
 	}
 
 	p("## How it is measured\n\n")
-	p("- The control plane is the e2e one (`e2e/cluster`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback, one fake Node), started with an audit policy (its `AuditPolicy` option) that logs, at the Metadata level, the requests of the daemon's user and of nobody else; the daemon has a static token of its own for that user (its `Users` option). The daemon, the floor, the reference, the object writers, kube-controller-manager, kube-scheduler and kwok all use its one API server. `apiserver_request_total` has no label naming the client (its labels here: %s), hence the audit log.\n", b.apiLabels())
+	p("- The control plane is the e2e one (`e2e/cluster`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on loopback, one fake Node), started with an audit policy (its `AuditPolicy` option) that logs, at the Metadata level, the requests of three users and of nobody else: the daemon's, the ideal controller's and the floor's, each a static token of its own (its `Users` option), so that the controllers compared pay the API server's audit logging alike. The daemon, the floor, the reference, the object writers, kube-controller-manager, kube-scheduler and kwok all use its one API server. `apiserver_request_total` has no label naming the client (its labels here: %s), hence the audit log.\n", b.apiLabels())
 	p("- The daemon is `bin/shardkeeper` run as a subprocess with `--preset fleet,flux` and its default client limits (QPS %d, burst %d)%s. It authenticates as a member of `system:masters`. The sources are the fixture's fleet-controller, gitjob, helmops and helm-controller (1 replica each), so every shard is 4 Deployments, and kwok makes their Pods Ready.\n", daemonQPS, daemonBurst, b.extraArgs())
-	p("- **Convergence**: a watch on the Deployments of both namespaces is started (from their current resourceVersion) before the ConfigMap patch (`kubectl patch --type merge`); the figure is the time from just before the patch to the arrival of the ADDED (DELETED) event of the last of the shard's Deployments. The primary reference is the **ideal controller** (`bench/ideal`): a separate process that watches a ConfigMap of its own and, on the same patch, creates (deletes) the same number of Deployments, cloned from the same sources, all at once, one goroutine each, with a client whose rate limiter never waits; it keeps no cache, no status and no Events, and remembers what it wrote. The **floor** is the bare parallel client with no ConfigMap at all: the same writes released at once, timed from its first request to the last watch event. The floor, the ideal controller and the daemon alternate, and between steps the namespaces are left to settle (every Deployment rolled out, its Pods Ready; or every ReplicaSet and Pod of the deleted ones gone). The CPU of a change is the process's user and system time (`/proc/PID/stat`) from just before the patch to the last watch event. The daemon's writes of each run (up and down) are read from the audit log: a write that failed is one the API server answered with 400 or more (an AlreadyExists, a NotFound, a conflict).\n")
+	p("- **Convergence**: a watch on the Deployments of both namespaces is started (from their current resourceVersion) before the ConfigMap patch (`kubectl patch --type merge`); the figure is the time from just before the patch to the arrival of the ADDED (DELETED) event of the last of the shard's Deployments. The primary reference is the **ideal controller** (`bench/ideal`): a separate process that watches a ConfigMap of its own and, on the same patch, creates (deletes) the same number of Deployments, cloned from the same sources, all at once, one goroutine each, with a client whose rate limiter never waits; it keeps no cache, no status and no Events, and remembers what it wrote. The **floor** is the bare parallel client with no ConfigMap at all: the same writes released at once, timed from its first request to the last watch event. The floor, the ideal controller and the daemon alternate, and between steps the namespaces are left to settle (every Deployment rolled out, its Pods Ready; or every ReplicaSet and Pod of the deleted ones gone). The CPU of a change is the process's user and system time (`/proc/PID/stat`) from just before the patch to the last watch event. The writes of each run (up and down) of the daemon and of the ideal controller are read from the audit log: a write that failed is one the API server answered with 400 or more (an AlreadyExists, a NotFound, a conflict).\n")
 	p("- **Memory**: the mapped objects (`fixture.Object`: one shard label and a 2 KB last-applied annotation; a quarter each of GitRepos, HelmReleases, Bundles and BundleDeployments, the last two guarded by the Fleet preset since they hold the shard's finalizers; in %d namespaces) are spread over %d shards, which the ConfigMap lists (so %d shard Deployments run throughout). At each object count the daemon is started afresh; once `/readyz` is 200 and its metrics count every object (it reports counts only once every mapped cache has synced), the benchmark waits %s and reads VmRSS (and VmHWM, the peak) from `/proc/PID/status`. The reference (`bench/ref`) caches the same objects with client-go dynamic (unstructured) informers for the same four kinds, prints a line when all have synced, and is read the same way, %s after that line. An idle Go process does not collect garbage until its heap reaches the next goal or two minutes have passed, so what the start-up left behind is still in that reading; the **steady** figures (at 0 objects and the largest count, the last run of each) are read once the process has completed a garbage collection after that reading and its RSS has stopped moving (less than 1 MiB over 5 s). The benchmark makes neither process collect (the daemon, by its own design, collects once and returns the garbage to the operating system after storing an initial list of 1,000 objects or more, the streamed objects it stripped): the daemon's collections are read from its `go_gc_duration_seconds_count`, the reference's from `runtime/metrics`.\n",
 		objNSs, b.scaleShards, b.scaleShards*len(sources()), b.settle, b.settle)
 	p("- **Decision latency**: with the daemon running, the change of `shardkeeper_reconcile_duration_seconds` _sum/_count across one ConfigMap patch that adds one shard (and one that removes it again), from just before the patch until the shard's Deployments are rolled out and no reconcile has run for 3 s. The window holds the patch's reconcile, whose 4 creates are part of its duration, and the reconciles that the rollout's Deployment status changes bring.\n")
@@ -325,13 +334,22 @@ func (b *bench) report() string {
 			p("| %d | %d | up | %s (%s) | %s | %s |\n", c.shards, deps, durs(c.floorUp, secs), durs(c.floorUpResp, secs), steps(c.idealUp), steps(c.daemonUp))
 			p("| %d | %d | down | %s (%s) | %s | %s |\n", c.shards, deps, durs(c.floorDown, secs), durs(c.floorDownResp, secs), steps(c.idealDown), steps(c.daemonDown))
 		}
-		p("\nshardkeeper's writes in each run, up and down (audit log):\n\n")
+		p("\nThe writes of each run, up and down (audit log):\n\n")
 		for _, c := range b.res.convergence {
 			for i, w := range c.daemonWrites {
-				p("- %d shards, run %d: %s\n", c.shards, i+1, w.all)
+				p("- %d shards, run %d: shardkeeper: %s", c.shards, i+1, w.all)
+				if i < len(c.idealWrites) {
+					p("; ideal controller: %s", c.idealWrites[i].all)
+				}
+				p("\n")
 			}
 		}
 		p("\n")
+		if pr := b.res.profile; pr != nil {
+			p("### The daemon's CPU across bursts of %d shards\n\n", pr.shards)
+			p("After the measured runs, a CPU profile of the daemon (`--profiling`, its `/debug/pprof/profile`) over %d s in which it added and removed the %d shards %d times, a second apart (`--profile-seconds`); `go tool pprof -top` of it, whose file stays in the work directory (`--keep`):\n\n```\n%s\n```\n\n",
+				pr.seconds, pr.shards, pr.bursts, pr.top)
+		}
 		if b.env != nil && b.env.rewatches > 0 {
 			p("The API server closed %d of the measurement watches (a watch whose client falls behind is closed); each was resumed from the last resourceVersion seen, so an event that arrived during the gap was timed when the resumed watch delivered it.\n\n", b.env.rewatches)
 		}

@@ -236,7 +236,7 @@ func (b *bench) runScale(ctx context.Context) error {
 			}
 			lv.heap = append(lv.heap, m.sum("go_memstats_heap_inuse_bytes", nil))
 			if r == 0 {
-				if c, err := readAuditQ(b.env.auditLog, d.started, counted, true); err == nil {
+				if c, err := readAuditQ(b.env.auditLog, DaemonUser, d.started, counted, true); err == nil {
 					lv.startCalls = c
 				}
 			}

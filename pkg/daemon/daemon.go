@@ -190,7 +190,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := probe.Serve(ctx, d.opts.ProbeAddr, probe.Handler(d.ready)); err != nil {
 		return err
 	}
-	if err := probe.Serve(ctx, d.opts.MetricsAddr, probe.MetricsHandler(metrics.Registry)); err != nil {
+	if err := probe.Serve(ctx, d.opts.MetricsAddr, probe.MetricsHandler(metrics.Registry, d.opts.Profiling)); err != nil {
 		return err
 	}
 	logrus.WithFields(logrus.Fields{"version": version.Version, "leaderElect": d.opts.LeaderElect}).Info("shardkeeper started")

@@ -46,6 +46,7 @@ type Options struct {
 	RetryPeriod            time.Duration
 	MetricsAddr, ProbeAddr string
 	AllowPlacement         bool
+	Profiling              bool
 	ShowVersion            bool
 
 	// Set is the sources and mapped kinds, built by Complete.
@@ -82,6 +83,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
 	fs.BoolVar(&o.AllowPlacement, "allow-placement", false, "let a \"placement\" key in the ConfigMap relabel the mapped objects (needs patch on them)")
+	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go's profiles at /debug/pprof/ on the metrics address")
 	fs.BoolVar(&o.ShowVersion, "version", false, "print the version and exit")
 }
 

@@ -80,6 +80,9 @@ type Input struct {
 	// decides from both.
 	Now          time.Time
 	Availability Availability
+	// Renders, if set, remembers renders and comparisons between
+	// decisions; nil renders every time.
+	Renders *render.Cache
 }
 
 // ActionKind is what to do with one Deployment or Service.
@@ -281,7 +284,7 @@ func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.Shard
 			out.conflicts = append(out.conflicts, "Deployment "+key(existing))
 			continue
 		}
-		rendered, err := render.Render(s.Source, s.Live, shard)
+		rendered, err := in.Renders.Render(s.Source, s.Live, shard)
 		if err != nil {
 			renderErr(err)
 			continue
@@ -310,7 +313,7 @@ func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.Shard
 				}
 				rendered = kept
 			}
-			if !render.UpToDate(rendered, existing) {
+			if !in.Renders.UpToDate(rendered, existing) {
 				out.actions = append(out.actions, Action{Kind: Update, Shard: shard.ID, Deployment: rendered, Existing: existing,
 					Restore: existing.Annotations[render.SpecHashAnnotation] == rendered.Annotations[render.SpecHashAnnotation]})
 			}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -24,20 +25,26 @@ import (
 const ns = "cattle-fleet-system"
 
 type world struct {
-	t       *testing.T
+	t       testing.TB
 	sources []SourceState
 	deps    map[string]*appsv1.Deployment
 	svcs    map[string]*corev1.Service
 	mapped  fixture.MappedTable
+	renders *render.Cache
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	set, err := source.Build(source.Options{Presets: []string{"fleet"}, FleetNamespace: ns})
 	require.NoError(t, err)
 	w := &world{t: t, deps: map[string]*appsv1.Deployment{}, svcs: map[string]*corev1.Service{}, mapped: fixture.MappedTable{Objects: map[string]map[string][]string{}}}
 	lives := map[string]*appsv1.Deployment{"fleet-controller": fixture.FleetController(ns), "gitjob": fixture.Gitjob(ns)} // no helmops: an older Fleet
 	for _, s := range set.Sources {
 		live := lives[s.Name]
+		if live != nil {
+			// As read from the API server, so that the render cache
+			// keys on them.
+			live.UID, live.ResourceVersion = types.UID("uid-"+live.Name), "1"
+		}
 		w.sources = append(w.sources, SourceState{Source: s, Live: live})
 		if live != nil {
 			w.deps[ns+"/"+live.Name] = live
@@ -52,9 +59,15 @@ func (w *world) config(shards string, force string) shardconfig.Config {
 	return cfg
 }
 
+// decide decides with a render cache kept across the world's decisions,
+// as the daemon does.
 func (w *world) decide(shards, force string) (Plan, error) {
+	if w.renders == nil {
+		w.renders = render.NewCache()
+	}
+	defer w.renders.Sweep()
 	return Decide(Input{Config: w.config(shards, force), Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: w.mapped,
-		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}})
+		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}, Renders: w.renders})
 }
 
 // converge applies the plan's actions to the world, as the API server would.
@@ -82,6 +95,10 @@ func storeWrite[T interface {
 	case Create, Update:
 		stored := o.DeepCopy()
 		stored.SetUID(types.UID("uid-" + stored.GetName()))
+		if old, ok := objs[key]; ok {
+			stored.SetGeneration(old.GetGeneration())
+		}
+		stored.SetGeneration(stored.GetGeneration() + 1)
 		objs[key] = stored
 	case Delete:
 		delete(objs, key)
@@ -136,6 +153,7 @@ func TestSourceChangeRollsOut(t *testing.T) {
 	p, _ := w.decide("a", "")
 	w.converge(p)
 	w.sources[0].Live.Spec.Template.Spec.Containers[0].Image = "rancher/fleet:v2"
+	w.sources[0].Live.ResourceVersion = "2"
 	p, err := w.decide("a", "")
 	require.NoError(t, err)
 	assert.Equal(t, map[ActionKind][]string{Update: {"fleet-controller-shard-a"}}, kinds(p))
@@ -148,6 +166,7 @@ func TestHandEditsAreRestored(t *testing.T) {
 	p, _ := w.decide("a", "")
 	w.converge(p)
 	w.deps[ns+"/gitjob-shard-a"].Spec.Replicas = ptr.To[int32](5)
+	w.deps[ns+"/gitjob-shard-a"].Generation++ // as the API server does on a change of the spec
 	delete(w.deps, ns+"/fleet-controller-shard-a")
 	p, err := w.decide("a", "")
 	require.NoError(t, err)
@@ -592,4 +611,35 @@ func (d derivedMapped) MappedTo(shard string) []mapped.Object {
 		out[i].Derived = out[i].Kind == "bundles" || out[i].Kind == "bundledeployments"
 	}
 	return out
+}
+
+// BenchmarkDecide is a reconcile brought by a status change of a shard
+// Deployment: a converged world of 100 shards decided again, with the
+// render cache the daemon keeps and without one.
+func BenchmarkDecide(b *testing.B) {
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("s%03d", i)
+	}
+	shards := strings.Join(ids, ",")
+	for _, cached := range []bool{false, true} {
+		b.Run(fmt.Sprintf("cache=%v", cached), func(b *testing.B) {
+			w := newWorld(b)
+			p, err := w.decide(shards, "")
+			require.NoError(b, err)
+			w.converge(p)
+			in := Input{Config: w.config(shards, ""), Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: w.mapped}
+			if cached {
+				in.Renders = render.NewCache()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := Decide(in)
+				in.Renders.Sweep()
+				if err != nil || len(p.Actions) > 0 {
+					b.Fatalf("a converged world: %v, %d actions", err, len(p.Actions))
+				}
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,10 +35,20 @@ func Handler(ready Check) http.Handler {
 	return mux
 }
 
-// MetricsHandler serves the registry at /metrics.
-func MetricsHandler(reg *prometheus.Registry) http.Handler {
+// MetricsHandler serves the registry at /metrics and, with profiling, Go's
+// profiles at /debug/pprof/.
+func MetricsHandler(reg *prometheus.Registry, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if profiling {
+		// Only when asked for: a CPU profile or a trace costs the process
+		// while it runs, and whoever reaches the port may start one.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

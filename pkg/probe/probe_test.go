@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -23,4 +24,23 @@ func TestHandler(t *testing.T) {
 	assert.Contains(t, rec.Body.String(), "caches not synced")
 	readyErr = nil
 	assert.Equal(t, http.StatusOK, get("/readyz").Code)
+}
+
+func TestMetricsHandlerProfiling(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for _, profiling := range []bool{false, true} {
+		h := MetricsHandler(reg, profiling)
+		get := func(path string) int {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			return rec.Code
+		}
+		assert.Equal(t, http.StatusOK, get("/metrics"))
+		want := http.StatusNotFound
+		if profiling {
+			want = http.StatusOK
+		}
+		assert.Equal(t, want, get("/debug/pprof/"), "profiling %v", profiling)
+		assert.Equal(t, want, get("/debug/pprof/cmdline"), "profiling %v", profiling)
+	}
 }

@@ -264,7 +264,7 @@ func UpToDate(rendered, existing *appsv1.Deployment) bool {
 func UpdatedDeployment(rendered, existing *appsv1.Deployment) *appsv1.Deployment {
 	out := existing.DeepCopy()
 	mergeMeta(out, rendered)
-	out.Spec = rendered.Spec
+	out.Spec = *rendered.Spec.DeepCopy() // rendered may be a Cache's
 	return out
 }
 

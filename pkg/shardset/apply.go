@@ -21,9 +21,10 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
-// apply carries out the plan's Deployment writes, in parallel, and emits
-// the action Events of the shards whose writes all succeeded.
-func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
+// apply carries out the plan's Deployment writes, in parallel, and holds
+// the action Events of the shards whose writes all succeeded until the
+// caches show the writes.
+func (c *Controller) apply(p plan.Plan) error {
 	errs := make([]error, len(p.Actions))
 	var g errgroup.Group
 	limit := c.opts.WriteParallelism
@@ -53,7 +54,7 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 			if a.Kind == plan.Create {
 				what = "missing; it was created again"
 			}
-			c.recorder.Eventf(cm, corev1.EventTypeWarning, status.ReasonShardRestored,
+			c.announceLater(corev1.EventTypeWarning, status.ReasonShardRestored,
 				"%s of shard %s was %s", a.Ref(), a.Shard, what)
 		}
 		if a.Kind == plan.Create && p.NewShards[a.Shard] {
@@ -63,7 +64,7 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 	for _, id := range slices.Sorted(maps.Keys(created)) {
 		if !failed[id] {
 			sort.Strings(created[id])
-			c.recorder.Eventf(cm, corev1.EventTypeNormal, status.ReasonShardCreated,
+			c.announceLater(corev1.EventTypeNormal, status.ReasonShardCreated,
 				"shard %s created: %s", id, strings.Join(created[id], ", "))
 		}
 	}
@@ -76,11 +77,11 @@ func (c *Controller) apply(cm *corev1.ConfigMap, p plan.Plan) error {
 			c.mu.Lock()
 			c.forceDeleted[r.Shard] = true
 			c.mu.Unlock()
-			c.recorder.Eventf(cm, corev1.EventTypeWarning, status.ReasonShardForceDeleted,
+			c.announceLater(corev1.EventTypeWarning, status.ReasonShardForceDeleted,
 				"shard %s force-deleted; left behind with no controller: %s (%s)",
 				r.Shard, plan.FormatCounts(r.Mapped), strings.Join(r.Sample, ", "))
 		} else {
-			c.recorder.Eventf(cm, corev1.EventTypeNormal, status.ReasonShardDeleted, "shard %s deleted", r.Shard)
+			c.announceLater(corev1.EventTypeNormal, status.ReasonShardDeleted, "shard %s deleted", r.Shard)
 		}
 	}
 	return errors.Join(errs...)

@@ -69,7 +69,7 @@ func TestShardCreatedOnlyForShardsWhoseWritesSucceeded(t *testing.T) {
 		NewShards: map[string]bool{"a": true, "b": true},
 	}
 
-	err := e.c.apply(shardConfigMapObject("a,b", ""), p)
+	err := e.applyAnnounced(shardConfigMapObject("a,b", ""), p)
 
 	require.Error(t, err)
 	assert.ErrorIs(t, err, boom)
@@ -99,7 +99,7 @@ func TestRemovalEventsOnlyForShardsWhoseDeletesSucceeded(t *testing.T) {
 		},
 	}
 
-	err := e.c.apply(shardConfigMapObject("a", "c,d"), p)
+	err := e.applyAnnounced(shardConfigMapObject("a", "c,d"), p)
 
 	assert.True(t, apierrors.IsConflict(err), "the failed delete is returned: %v", err)
 	assert.Equal(t, []string{
@@ -261,7 +261,7 @@ func TestAlreadyExistsAndNotFoundAreDone(t *testing.T) {
 				p.Removals = []plan.Removal{{Shard: "a"}}
 			}
 
-			err := e.c.apply(shardConfigMapObject("a", ""), p)
+			err := e.applyAnnounced(shardConfigMapObject("a", ""), p)
 
 			require.Len(t, append(e.deployments.summary(), e.services.summary()...), 1)
 			if tc.wantErr != nil {
@@ -317,7 +317,7 @@ func TestShardRestoredEvent(t *testing.T) {
 			if tc.fail {
 				e.deployments.failOn("update", testNS+"/fleet-controller-shard-a", errors.New("refused"))
 			}
-			err := e.c.apply(shardConfigMapObject("a", ""), plan.Plan{Actions: []plan.Action{tc.action}})
+			err := e.applyAnnounced(shardConfigMapObject("a", ""), plan.Plan{Actions: []plan.Action{tc.action}})
 			if tc.fail {
 				require.Error(t, err)
 			} else {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/shardkeeper/shardkeeper/e2e/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
 // The fakes below record every call the controller makes and keep the
@@ -368,6 +369,14 @@ func (e *env) restart(opts Options) *Controller {
 		map[string]deploymentAccess{testNS: {cache: e.deployments, client: e.deployments}},
 		map[string]serviceAccess{testNS: {cache: e.services, client: e.services}},
 		e.mapped, e.recorder)
+}
+
+// applyAnnounced applies p and emits its Events on cm, as a reconcile does
+// once its caches show the writes.
+func (e *env) applyAnnounced(cm *corev1.ConfigMap, p plan.Plan) error {
+	err := e.c.apply(p)
+	e.c.announceSeen(cm)
+	return err
 }
 
 // events drains the Events recorded so far, as "Type Reason Message".

@@ -66,11 +66,13 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 	if c.cachesBehind(cm) {
 		return cm, nil
 	}
+	c.announceSeen(cm)
 	in, err := c.input(cfg)
 	if err != nil {
 		return cm, err
 	}
 	p, err := plan.Decide(in)
+	c.renders.Sweep()
 	if err != nil {
 		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
 		return cm, c.report(cm, status.Status{Error: err.Error()})
@@ -83,7 +85,7 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 	}
 
 	metrics.ConfigAccepted.Set(1)
-	applyErr := c.apply(cm, p)
+	applyErr := c.apply(p)
 	if c.opts.Mover != nil {
 		c.opts.Mover.Set(mover.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining,
 			FailingOver: p.FailingOver})
@@ -94,13 +96,18 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 			applyErr = errors.Join(applyErr, err)
 		}
 	}
-	if c.mapped.Synced() {
+	switch {
+	case c.writes.Len() > 0:
+		// The status and the Events wait for the watch events of these
+		// writes, which bring the next reconcile (see announceSeen).
+		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, unseenRecheck)
+	case c.mapped.Synced():
 		recordGauges(p)
 		st := status.Status{Shards: p.Shards, Warnings: warnings(p)}
 		if err := c.report(cm, st); err != nil {
 			applyErr = errors.Join(applyErr, err)
 		}
-	} else {
+	default:
 		// Counts read before the caches are full are wrong: reporting them
 		// would rewrite a correct status and repeat its Events.
 		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, time.Second)
@@ -137,6 +144,7 @@ func (c *Controller) input(cfg shardconfig.Config) (plan.Input, error) {
 		ConfigMap:    c.opts.ConfigMap,
 		Now:          c.now(),
 		Availability: c.availabilitySnapshot(),
+		Renders:      c.renders,
 	}
 	for _, s := range c.opts.Sources {
 		in.Sources = append(in.Sources, plan.SourceState{Source: s, Live: in.Deployments[s.Key()], LiveService: in.Services[s.ServiceKey()]})

@@ -90,6 +90,11 @@ type Controller struct {
 	writes *expect.Writes
 	// forceDeleted are the shards this process force-deleted.
 	forceDeleted map[string]bool
+	// announce are the Events of writes made, held until the caches show
+	// the writes (see announceSeen).
+	announce []announcement
+	// renders are the decisions' renders, remembered between them.
+	renders *render.Cache
 
 	// started: the controllers run, so enqueued keys are processed.
 	started atomic.Bool
@@ -151,6 +156,7 @@ func newController(opts Options,
 		recorder:     recorder,
 		forceDeleted: map[string]bool{},
 		writes:       expect.New(expectationTTL),
+		renders:      render.NewCache(),
 		now:          time.Now,
 	}
 }

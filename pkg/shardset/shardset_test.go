@@ -206,28 +206,64 @@ func TestOnChangeCreatesShards(t *testing.T) {
 		"create " + testNS + "/monitoring-fleet-controller-shard-a", "create " + testNS + "/monitoring-fleet-controller-shard-b",
 		"create " + testNS + "/monitoring-gitjob-shard-a", "create " + testNS + "/monitoring-gitjob-shard-b",
 	}, e.services.summary())
-	assert.Equal(t, []string{
-		"Normal ShardCreated shard a created: fleet-controller-shard-a, gitjob-shard-a, monitoring-fleet-controller-shard-a, monitoring-gitjob-shard-a",
-		"Normal ShardCreated shard b created: fleet-controller-shard-b, gitjob-shard-b, monitoring-fleet-controller-shard-b, monitoring-gitjob-shard-b",
-	}, e.events())
-	assert.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes())
+	// The Events and the status wait for the caches to show the writes;
+	// a recheck is enqueued in case no watch event comes.
+	assert.Empty(t, e.events())
+	assert.Empty(t, e.statusMaps.writes())
+	assert.Contains(t, e.configMaps.enqueues, enqueued{Key: shardCM.String(), After: unseenRecheck})
 	assert.Empty(t, e.configMaps.patches)
 
-	// Once the writes are in the caches, a reconcile changes nothing.
+	// The fake caches hold the writes: the next reconcile (the watch
+	// events') writes no object, and emits the Events and the status.
 	e.deployments.reset()
 	e.services.reset()
 	_, err = e.c.onConfigMap(shardCM.String(), cm)
 	require.NoError(t, err)
 	assert.Empty(t, e.deployments.summary())
 	assert.Empty(t, e.services.summary())
+	assert.Equal(t, []string{
+		"Normal ShardCreated shard a created: fleet-controller-shard-a, gitjob-shard-a, monitoring-fleet-controller-shard-a, monitoring-gitjob-shard-a",
+		"Normal ShardCreated shard b created: fleet-controller-shard-b, gitjob-shard-b, monitoring-fleet-controller-shard-b, monitoring-gitjob-shard-b",
+	}, e.events())
+	assert.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes())
+
+	// Each Event once.
+	_, err = e.c.onConfigMap(shardCM.String(), cm)
+	require.NoError(t, err)
 	assert.Empty(t, e.events())
+}
+
+// While the caches lag behind the writes, the Events wait: a reconcile
+// that sees the lag emits nothing.
+func TestEventsWaitForTheCaches(t *testing.T) {
+	e := fleetEnv(t)
+	cm := shardConfigMapObject("a", "")
+	e.deployments.lag()
+	_, err := e.c.onConfigMap(shardCM.String(), cm)
+	require.NoError(t, err)
+	require.Len(t, e.deployments.requests(), 2)
+
+	_, err = e.c.onConfigMap(shardCM.String(), cm)
+	require.NoError(t, err)
+	assert.Empty(t, e.events(), "the caches do not show the creates yet")
+	assert.Empty(t, e.statusMaps.writes())
+
+	e.deployments.catchUp()
+	_, err = e.c.onConfigMap(shardCM.String(), cm)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"Normal ShardCreated shard a created: fleet-controller-shard-a, gitjob-shard-a, monitoring-fleet-controller-shard-a, monitoring-gitjob-shard-a",
+	}, e.events())
+	assert.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes())
 }
 
 func TestOnChangeForceDeletes(t *testing.T) {
 	e := fleetEnv(t)
-	_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a,b", ""))
-	require.NoError(t, err)
-	e.events()
+	for range 2 { // the second shows the writes and emits their Events
+		_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a,b", ""))
+		require.NoError(t, err)
+	}
+	require.Len(t, e.events(), 2)
 	e.deployments.reset()
 	e.services.reset()
 	e.mapped.Objects["b"] = map[string][]string{"gitrepos": {"team/repo"}}
@@ -247,9 +283,16 @@ func TestOnChangeForceDeletes(t *testing.T) {
 		assert.Equal(t, d.UID, *calls[i].Options.Preconditions.UID)
 		assert.Equal(t, d.ResourceVersion, *calls[i].Options.Preconditions.ResourceVersion)
 	}
-	assert.Contains(t, e.events(), "Warning ShardForceDeleted shard b force-deleted; left behind with no controller: 1 gitrepos (gitrepos team/repo)")
 	require.Len(t, e.configMaps.patches, 1)
 	assert.JSONEq(t, `{"metadata":{"resourceVersion":"77","annotations":{"shardkeeper.io/force-delete":null}}}`, string(e.configMaps.patches[0].Data))
+	assert.Empty(t, e.events(), "the Events wait for the caches to show the deletes and the patch")
+
+	// The watch brings the patched ConfigMap (the fake patch's version).
+	cm = shardConfigMapObject("a", "")
+	cm.ResourceVersion = "101"
+	_, err = e.c.onConfigMap(shardCM.String(), cm)
+	require.NoError(t, err)
+	assert.Contains(t, e.events(), "Warning ShardForceDeleted shard b force-deleted; left behind with no controller: 1 gitrepos (gitrepos team/repo)")
 }
 
 // Before the mapped caches are full the counts are wrong: the status is
