@@ -26,11 +26,11 @@ type Cache struct {
 	mu sync.Mutex
 	// renders are keyed by the source, its live Deployment's version and
 	// the shard's settings.
-	renders map[renderKey]*cachedRender
+	renders map[renderKey]*entry[*appsv1.Deployment]
 	// upToDate are the comparisons of rendered with existing specs, keyed
 	// by the existing Deployment's UID and generation (its spec does not
 	// change without the generation) and the rendered hash.
-	upToDate map[compareKey]*cachedCompare
+	upToDate map[compareKey]*entry[bool]
 }
 
 type renderKey struct {
@@ -45,18 +45,16 @@ type compareKey struct {
 	hash       string
 }
 
-type cachedRender struct {
-	d    *appsv1.Deployment
+// entry is a remembered value, and whether a decision used it since the
+// last Sweep.
+type entry[T any] struct {
+	v    T
 	used bool
-}
-
-type cachedCompare struct {
-	equal, used bool
 }
 
 // NewCache returns an empty Cache.
 func NewCache() *Cache {
-	return &Cache{renders: map[renderKey]*cachedRender{}, upToDate: map[compareKey]*cachedCompare{}}
+	return &Cache{renders: map[renderKey]*entry[*appsv1.Deployment]{}, upToDate: map[compareKey]*entry[bool]{}}
 }
 
 // Render is the package's Render, remembered.
@@ -75,13 +73,13 @@ func (c *Cache) Render(src source.Source, live *appsv1.Deployment, shard shardco
 	defer c.mu.Unlock()
 	if e, ok := c.renders[key]; ok {
 		e.used = true
-		return e.d, nil
+		return e.v, nil
 	}
 	d, err := Render(src, live, shard)
 	if err != nil {
 		return nil, err
 	}
-	c.renders[key] = &cachedRender{d: d, used: true}
+	c.renders[key] = &entry[*appsv1.Deployment]{v: d, used: true}
 	return d, nil
 }
 
@@ -98,10 +96,10 @@ func (c *Cache) UpToDate(rendered, existing *appsv1.Deployment) bool {
 	defer c.mu.Unlock()
 	if e, ok := c.upToDate[key]; ok {
 		e.used = true
-		return e.equal
+		return e.v
 	}
 	equal := equality.Semantic.DeepDerivative(rendered.Spec, existing.Spec)
-	c.upToDate[key] = &cachedCompare{equal: equal, used: true}
+	c.upToDate[key] = &entry[bool]{v: equal, used: true}
 	return equal
 }
 
@@ -114,15 +112,16 @@ func (c *Cache) Sweep() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, e := range c.renders {
+	sweep(c.renders)
+	sweep(c.upToDate)
+}
+
+// sweep deletes the entries of m not used since the last sweep, and marks
+// the others unused.
+func sweep[K comparable, T any](m map[K]*entry[T]) {
+	for k, e := range m {
 		if !e.used {
-			delete(c.renders, k)
-		}
-		e.used = false
-	}
-	for k, e := range c.upToDate {
-		if !e.used {
-			delete(c.upToDate, k)
+			delete(m, k)
 		}
 		e.used = false
 	}
