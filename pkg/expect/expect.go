@@ -18,9 +18,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
+
+// DefaultTTL is how long a write may stay unseen by the caches before a
+// decision is taken without waiting for it. Unlike kube-controller-manager's
+// expectations, which hold back one ReplicaSet each, these hold back a whole
+// shard set or placement round, so the wait is short: a watch event is not
+// lost short of a relist, and a relist refills the cache.
+const DefaultTTL = 30 * time.Second
 
 // Cached is what a cache holds of one object: its resourceVersion and UID,
 // and whether it is there at all.
@@ -101,6 +109,22 @@ func (w *Writes) Unseen(lookup Lookup) (unseen, expired []string) {
 	slices.Sort(unseen)
 	slices.Sort(expired)
 	return unseen, expired
+}
+
+// Behind reports whether a write is not yet shown by lookup, so that a
+// decision taken now would send it again. It logs, with log's fields, the
+// writes given up for age as a warning (their watch events were lost) and
+// the wait itself at debug level.
+func (w *Writes) Behind(lookup Lookup, log logrus.FieldLogger) bool {
+	unseen, expired := w.Unseen(lookup)
+	if len(expired) > 0 {
+		log.WithField("writes", expired).Warnf("the caches did not show these writes within %s; deciding without them", w.ttl)
+	}
+	if len(unseen) == 0 {
+		return false
+	}
+	log.WithFields(logrus.Fields{"unseen": len(unseen), "first": unseen[0]}).Debug("waiting for the caches to show this process's writes")
+	return true
 }
 
 // Len is the number of writes not yet known to be seen.

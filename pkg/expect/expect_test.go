@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -68,5 +71,38 @@ func TestUnseen(t *testing.T) {
 	unseen, expired = w.Unseen(lookup)
 	assert.Empty(t, unseen)
 	assert.Equal(t, []string{"ns/a", "ns/b"}, expired, "forgotten after the TTL, and said so")
+	assert.Zero(t, w.Len())
+}
+
+func TestBehind(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w := New(time.Minute)
+	w.now = func() time.Time { return now }
+	cache := map[string]Cached{}
+	lookup := func(key string) Cached { return cache[key] }
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	entry := log.WithField("caller", "test")
+
+	assert.False(t, w.Behind(lookup, entry), "nothing written, nothing to wait for")
+	assert.Empty(t, hook.AllEntries())
+
+	w.Created("ns/a", "5")
+	w.Created("ns/b", "6")
+	assert.True(t, w.Behind(lookup, entry), "the cache holds neither create")
+	require.Len(t, hook.AllEntries(), 1)
+	wait := hook.LastEntry()
+	assert.Equal(t, logrus.DebugLevel, wait.Level)
+	assert.Equal(t, logrus.Fields{"caller": "test", "unseen": 2, "first": "ns/a"}, wait.Data)
+
+	cache["ns/a"] = Cached{ResourceVersion: "5", Exists: true}
+	now = now.Add(time.Minute)
+	hook.Reset()
+	assert.False(t, w.Behind(lookup, entry), "one seen, the other given up for age")
+	require.Len(t, hook.AllEntries(), 1)
+	lost := hook.LastEntry()
+	assert.Equal(t, logrus.WarnLevel, lost.Level)
+	assert.Equal(t, []string{"ns/b"}, lost.Data["writes"])
+	assert.Contains(t, lost.Message, "within 1m0s")
 	assert.Zero(t, w.Len())
 }

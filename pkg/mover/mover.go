@@ -130,7 +130,7 @@ func New(client metadata.Interface, reader dynamic.Interface, kinds []source.Map
 // recording fakes.
 func newMover(client patcher, full reader, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Mover {
 	p := &Mover{client: client, reader: full, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
-		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1), writes: expect.New(expectationTTL)}
+		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1), writes: expect.New(expect.DefaultTTL)}
 	for _, k := range kinds {
 		switch {
 		case !k.Derived:
@@ -142,26 +142,14 @@ func newMover(client patcher, full reader, kinds []source.MappedKind, objects Ob
 	return p
 }
 
-// expectationTTL is how long a relabel may stay unseen by the mapped caches
-// before a round decides without waiting for it (see shardset's).
-const expectationTTL = 30 * time.Second
-
 // cachesBehind reports whether a relabel of this process is not yet in the
 // mapped caches, whose objects index holds by Ref: a round decided now would
 // count its object on the shard it left, and move it again.
 func (p *Mover) cachesBehind(index map[string]mapped.Object) bool {
-	unseen, expired := p.writes.Unseen(func(key string) expect.Cached {
+	return p.writes.Behind(func(key string) expect.Cached {
 		o, ok := index[key]
 		return expect.Cached{ResourceVersion: o.ResourceVersion, Exists: ok}
-	})
-	if len(expired) > 0 {
-		logrus.WithField("objects", expired).Warnf("the mapped caches did not show these relabels within %s; deciding without them", expectationTTL)
-	}
-	if len(unseen) == 0 {
-		return false
-	}
-	logrus.WithFields(logrus.Fields{"unseen": len(unseen), "first": unseen[0]}).Debug("waiting for the mapped caches to show the relabels")
-	return true
+	}, logrus.WithField("caches", "mapped objects"))
 }
 
 // Set records the latest state and asks for a round if it changed; a

@@ -11,13 +11,6 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/expect"
 )
 
-// expectationTTL is how long a write of this process may stay unseen by
-// its caches before a reconcile decides without waiting for it. Unlike
-// kube-controller-manager's expectations, which hold back one ReplicaSet
-// each, these hold back the whole shard set, so the wait is short: a watch
-// event is not lost short of a relist, and a relist refills the cache.
-const expectationTTL = 30 * time.Second
-
 // unseenRecheck requeues a reconcile that waits for its writes to show, in
 // case no event comes; the event that shows the last one enqueues it anyway.
 const unseenRecheck = time.Second
@@ -31,15 +24,9 @@ func writeKey(kind, namespace, name string) string {
 // caches: a decision taken now would send it again. The reconcile then
 // waits for the watch events, which enqueue it again.
 func (c *Controller) cachesBehind(cm *corev1.ConfigMap) bool {
-	unseen, expired := c.writes.Unseen(c.lookup(cm))
-	if len(expired) > 0 {
-		logrus.WithField("writes", expired).Warnf("the caches did not show these writes within %s; deciding without them", expectationTTL)
-	}
-	if len(unseen) == 0 {
+	if !c.writes.Behind(c.lookup(cm), logrus.WithField("configmap", c.opts.ConfigMap.String())) {
 		return false
 	}
-	logrus.WithFields(logrus.Fields{"configmap": c.opts.ConfigMap.String(), "unseen": len(unseen), "first": unseen[0]}).
-		Debug("waiting for the caches to show this process's writes")
 	c.configMaps.EnqueueAfter(c.opts.ConfigMap.Namespace, c.opts.ConfigMap.Name, unseenRecheck)
 	return true
 }

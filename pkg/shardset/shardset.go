@@ -155,7 +155,7 @@ func newController(opts Options,
 		mapped:       mapped,
 		recorder:     recorder,
 		forceDeleted: map[string]bool{},
-		writes:       expect.New(expectationTTL),
+		writes:       expect.New(expect.DefaultTTL),
 		renders:      render.NewCache(),
 		now:          time.Now,
 	}
