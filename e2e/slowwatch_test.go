@@ -8,26 +8,32 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
 // slowWatches makes the scenario's daemon reach the API server through a
-// proxy that holds back every watch response by delay and passes every
-// other request at once: the daemon's caches then lag behind its own writes
-// by delay, as they do behind a loaded API server. The daemon still acts as
-// the chart's ServiceAccount.
-func (s *scenario) slowWatches(delay time.Duration) {
+// proxy that holds back every watch response by delay (of the given
+// resources only, such as "gitrepos", if any are given) and passes every
+// other request at once: the daemon's caches then lag behind the API server
+// by delay, as they do behind a loaded one. The daemon still acts as the
+// chart's ServiceAccount.
+func (s *scenario) slowWatches(delay time.Duration, resources ...string) {
 	s.t.Helper()
 	s.leastPrivilege()
 	cfg, err := clientcmd.LoadFromFile(s.kubeconfig)
 	require.NoError(s.t, err)
-	proxy := slowWatchProxy(s.t, delay)
+	proxy := slowWatchProxy(s.t, delay, resources)
 	for _, c := range cfg.Clusters {
 		c.Server, c.CertificateAuthority, c.CertificateAuthorityData = proxy, "", nil
 	}
@@ -42,8 +48,9 @@ func (s *scenario) slowWatches(delay time.Duration) {
 }
 
 // slowWatchProxy serves a plain-HTTP proxy to the test cluster's API
-// server, with the admin's credentials, and returns its URL.
-func slowWatchProxy(t *testing.T, delay time.Duration) string {
+// server, with the admin's credentials, and returns its URL. It holds back
+// the watches of resources, or of every resource if there are none.
+func slowWatchProxy(t *testing.T, delay time.Duration, resources []string) string {
 	t.Helper()
 	target, err := url.Parse(env.Config().Host)
 	require.NoError(t, err)
@@ -53,7 +60,8 @@ func slowWatchProxy(t *testing.T, delay time.Duration) string {
 	p.Transport = transport
 	p.FlushInterval = -1 // a watch event goes on as soon as it is due
 	p.ModifyResponse = func(resp *http.Response) error {
-		if resp.Request.URL.Query().Get("watch") == "true" {
+		u := resp.Request.URL
+		if u.Query().Get("watch") == "true" && (len(resources) == 0 || slices.Contains(resources, path.Base(u.Path))) {
 			resp.Body = delayed(resp.Body, delay)
 		}
 		return nil
@@ -112,3 +120,33 @@ func (d *delayedBody) Read(p []byte) (int, error) {
 }
 
 func (d *delayedBody) Close() error { return d.src.Close() }
+
+// TestRemovalWaitsForALaggingCache removes a shard just after a GitRepo was
+// labelled with it, while the daemon's watch of GitRepos lags behind the
+// API server: when the removal arrives the caches show nothing on the
+// shard, and the API server's answer keeps it until they do. The shard IDs
+// are the test's own, since GitRepos of every namespace count and other
+// tests leave theirs on "one" and "two".
+func TestRemovalWaitsForALaggingCache(t *testing.T) {
+	s := newScenario(t, "lagremoval", true)
+	s.createConfigMap("keep,late")
+	s.slowWatches(3*time.Second, "gitrepos")
+	s.start()
+	s.waitShards("keep", "late")
+	s.waitState("late", status.StateActive)
+
+	s.object(gitRepos, "payments", fleetLabel, "late")
+	s.setShards("keep")
+
+	s.waitState("late", status.StateBlocked)
+	s.waitEvent(status.ReasonShardDeletionBlocked, "shard late")
+	s.waitShards("keep", "late")
+	deletes, err := s.daemon.metric(`shardkeeper_api_writes_total{resource="deployments",verb="delete"}`)
+	require.NoError(t, err)
+	assert.Zero(t, deletes, "no Deployment of shard late was deleted")
+	assert.Positive(t, s.daemon.logCount("the API server has an object on a removed shard"),
+		"the removal reached the daemon before the GitRepo did")
+	for _, e := range s.events(status.ReasonUnknownShard) {
+		assert.NotContains(t, e, `shard ID "late"`, "the GitRepo was left on a shard that no longer exists")
+	}
+}

@@ -83,6 +83,10 @@ type Input struct {
 	// Renders, if set, remembers renders and comparisons between
 	// decisions; nil renders every time.
 	Renders *render.Cache
+	// LiveMapped are removed shards that the API server showed an object
+	// mapped to although the caches showed none, each with that object:
+	// their removal waits until the caches show it (see Removal.Check).
+	LiveMapped map[string]string
 }
 
 // ActionKind is what to do with one Deployment or Service.
@@ -142,6 +146,12 @@ type Removal struct {
 	// Mapped are the objects left behind by a forced deletion, per kind.
 	Mapped map[string]int
 	Sample []string
+	// Check is set when the removal deletes something on the caches' word
+	// alone, no force-delete entry allowing it: a cache lags behind the API
+	// server, so the caller asks the API server whether objects are mapped
+	// to the shard before it writes, and decides again with its answer in
+	// Input.LiveMapped.
+	Check bool
 }
 
 // Unknown is a shard ID that objects carry but no shard has.
@@ -464,8 +474,9 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 // Deleting a shard that objects still map to would leave them served by
 // no controller, so its Deployments are kept until the caches have synced
 // (the counts are wrong before), until placement has drained it, or until
-// the operator forces the deletion. It runs after decideListed because a
-// draining shard needs the listed shards' targets to drain onto.
+// the operator forces the deletion; and while the API server shows an
+// object on it that the caches do not show yet. It runs after decideListed
+// because a draining shard needs the listed shards' targets to drain onto.
 func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) {
 	desired := in.Config.IDs()
 	force, place := in.Config.Force, in.Config.Placement
@@ -503,6 +514,12 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 			st.Message = blockedMessage(in.ConfigMap, id, counts, in.Mapped.Sample(id, sampleSize))
 			p.Shards = append(p.Shards, st)
 			continue
+		case in.LiveMapped[id] != "" && !force.Allows(id):
+			st.State = status.StateWaiting
+			st.Message = fmt.Sprintf("removal waits until the mapped-object caches show %s, which the API server has mapped to shard %s",
+				in.LiveMapped[id], id)
+			p.Shards = append(p.Shards, st)
+			continue
 		}
 		r := Removal{Shard: id}
 		if total(counts) > 0 {
@@ -510,7 +527,7 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 			r.Mapped = counts
 			r.Sample = in.Mapped.Sample(id, sampleSize)
 		}
-		p.Removals = append(p.Removals, r)
+		deletes := len(p.Actions)
 		for _, d := range deps {
 			if d.DeletionTimestamp == nil {
 				p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Deployment: d})
@@ -521,7 +538,21 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 				p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Service: svc})
 			}
 		}
+		r.Check = !force.Allows(id) && len(p.Actions) > deletes
+		p.Removals = append(p.Removals, r)
 	}
+}
+
+// ToCheck returns the shards of the removals that the API server must
+// confirm before the plan is carried out (Removal.Check), sorted.
+func (p Plan) ToCheck() []string {
+	var out []string
+	for _, r := range p.Removals {
+		if r.Check {
+			out = append(out, r.Shard)
+		}
+	}
+	return out
 }
 
 // consumeForce returns the force-delete annotation as it should be after

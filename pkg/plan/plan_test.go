@@ -31,6 +31,9 @@ type world struct {
 	svcs    map[string]*corev1.Service
 	mapped  fixture.MappedTable
 	renders *render.Cache
+	// live is what the API server showed beyond the caches
+	// (Input.LiveMapped).
+	live map[string]string
 }
 
 func newWorld(t testing.TB) *world {
@@ -67,7 +70,7 @@ func (w *world) decide(shards, force string) (Plan, error) {
 	}
 	defer w.renders.Sweep()
 	return Decide(Input{Config: w.config(shards, force), Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: w.mapped,
-		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}, Renders: w.renders})
+		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}, Renders: w.renders, LiveMapped: w.live})
 }
 
 // converge applies the plan's actions to the world, as the API server would.
@@ -210,7 +213,48 @@ func TestRemovalGuard(t *testing.T) {
 	assert.Equal(t, map[ActionKind][]string{Delete: {"fleet-controller-shard-b", "gitjob-shard-b"}}, kinds(p))
 	require.Len(t, p.Removals, 1)
 	assert.False(t, p.Removals[0].Forced)
+	assert.True(t, p.Removals[0].Check, "deleted on the caches' word: the API server is asked first")
+	assert.Equal(t, []string{"b"}, p.ToCheck())
 	assert.Len(t, p.Shards, 1)
+}
+
+// An object the API server has on a removed shard, which the caches do not
+// show yet, holds the removal; a force-delete entry does not wait for it.
+func TestRemovalWaitsForTheAPIServer(t *testing.T) {
+	w := newWorld(t)
+	p, _ := w.decide("a,b,c", "")
+	w.converge(p)
+	w.live = map[string]string{"b": "gitrepos team/payments"}
+
+	p, err := w.decide("a", "")
+
+	require.NoError(t, err)
+	assert.Equal(t, map[ActionKind][]string{Delete: {"fleet-controller-shard-c", "gitjob-shard-c"}}, kinds(p))
+	assert.Equal(t, []string{"c"}, p.ToCheck())
+	require.Len(t, p.Shards, 2)
+	b := p.Shards[1]
+	assert.Equal(t, status.StateWaiting, b.State)
+	assert.Equal(t, "removal waits until the mapped-object caches show gitrepos team/payments, which the API server has mapped to shard b", b.Message)
+
+	p, err = w.decide("a", "b")
+	require.NoError(t, err)
+	assert.Equal(t, map[ActionKind][]string{Delete: {"fleet-controller-shard-b", "fleet-controller-shard-c", "gitjob-shard-b", "gitjob-shard-c"}}, kinds(p))
+	require.Len(t, p.Removals, 2)
+	assert.False(t, p.Removals[0].Check, "forced: nothing to ask")
+	assert.Equal(t, []string{"c"}, p.ToCheck())
+	assert.True(t, p.ForceChanged)
+
+	// Being deleted already: nothing is written, so nothing is asked.
+	for _, d := range w.deps {
+		if strings.HasSuffix(d.Name, "-shard-c") {
+			d.DeletionTimestamp = &metav1.Time{}
+		}
+	}
+	w.live = nil
+	p, err = w.decide("a,b", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions)
+	assert.Empty(t, p.ToCheck())
 }
 
 func TestForce(t *testing.T) {

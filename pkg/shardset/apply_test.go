@@ -336,7 +336,7 @@ func TestWriteUsesTheClientOfItsNamespace(t *testing.T) {
 	c := newController(Options{ConfigMap: shardCM}, &fakeConfigMaps{}, newFakeStatusStore(),
 		map[string]deploymentAccess{"ns-a": {cache: depsA, client: depsA}, "ns-b": {cache: depsB, client: depsB}},
 		map[string]serviceAccess{"ns-a": {cache: svcsA, client: svcsA}, "ns-b": {cache: svcsB, client: svcsB}},
-		fixture.MappedTable{}, nil)
+		&fixture.MappedTable{}, nil)
 
 	for _, ns := range []string{"ns-a", "ns-b", "ns-a", "ns-b"} {
 		require.NoError(t, c.write(plan.Action{Kind: plan.Create, Shard: "x", Deployment: shardDeployment(ns, "gitjob", "x")}))

@@ -72,6 +72,12 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		return cm, err
 	}
 	p, err := plan.Decide(in)
+	if err == nil {
+		if p, err = c.confirmRemovals(cm, in, p); err != nil {
+			c.renders.Sweep()
+			return cm, err
+		}
+	}
 	c.renders.Sweep()
 	if err != nil {
 		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")

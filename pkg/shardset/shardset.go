@@ -68,7 +68,7 @@ type Controller struct {
 	// through the client of the namespace of the object it writes.
 	deployments map[string]deploymentAccess
 	services    map[string]serviceAccess
-	mapped      plan.Mapped
+	mapped      Mapped
 	recorder    record.EventRecorder
 
 	mu sync.Mutex
@@ -113,7 +113,7 @@ func Register(ctx context.Context, opts Options,
 	statusMaps corecontrollers.ConfigMapClient,
 	deployments map[string]appscontrollers.DeploymentController,
 	services map[string]corecontrollers.ServiceController,
-	mapped plan.Mapped,
+	mapped Mapped,
 	recorder record.EventRecorder,
 ) *Controller {
 	deploymentsByNS := make(map[string]deploymentAccess, len(deployments))
@@ -143,7 +143,7 @@ func newController(opts Options,
 	statusMaps statusStore,
 	deployments map[string]deploymentAccess,
 	services map[string]serviceAccess,
-	mapped plan.Mapped,
+	mapped Mapped,
 	recorder record.EventRecorder,
 ) *Controller {
 	return &Controller{

@@ -141,7 +141,7 @@ func TestRegister(t *testing.T) {
 
 	c := Register(context.Background(), Options{ConfigMap: ref, Sources: set.Sources},
 		cms, wranglerStatusMaps{fakeStatusStore: newFakeStatusStore()}, depControllers, svcControllers,
-		fixture.MappedTable{}, record.NewFakeRecorder(10))
+		&fixture.MappedTable{}, record.NewFakeRecorder(10))
 
 	assert.Equal(t, []string{"shardkeeper-shards"}, cms.handlers)
 	for ns := range deps {

@@ -8,7 +8,8 @@ const (
 	// still mapped to it, so its Deployments are kept.
 	StateBlocked = "Blocked"
 	// StateWaiting: the shard was removed from the list, and its deletion
-	// waits until the mapped-object caches have synced.
+	// waits until the mapped-object caches have synced, or until they show
+	// the objects the API server has mapped to it.
 	StateWaiting = "Waiting"
 	// StateConflict: a Deployment or Service with a shard object's name
 	// exists but is not managed by shardkeeper.

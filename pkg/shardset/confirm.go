@@ -1,0 +1,67 @@
+package shardset
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
+)
+
+// liveTimeout bounds the API server's answer before a deletion.
+const liveTimeout = 30 * time.Second
+
+// liveRecheck is when a reconcile whose removal waits for the caches runs
+// again, should no watch event bring it sooner: the object that held it
+// may be gone by then, and then no cache changes.
+const liveRecheck = time.Second
+
+// Mapped is what the controller reads of the mapped objects: the caches,
+// which the decisions read, and the API server itself before a deletion.
+type Mapped interface {
+	plan.Mapped
+	// Live returns, of shards, those that the API server shows objects
+	// mapped to, with one such object each ("kind namespace/name").
+	Live(ctx context.Context, shards []string) (map[string]string, error)
+}
+
+// confirmRemovals asks the API server whether objects are mapped to the
+// shards that p deletes on the caches' word alone, and decides again with
+// its answer when it shows some: those shards wait (the caches show the
+// objects a moment later, and the shards are then Blocked), the rest of
+// the plan goes ahead. The caches lag behind the API server by as long as
+// a watch takes, and an object labelled just before its shard was removed
+// would otherwise be stranded with no controller. kube-controller-manager's
+// garbage collector asks the API server likewise before it deletes on what
+// its graph says. An error deletes nothing: the reconcile is retried.
+func (c *Controller) confirmRemovals(cm *corev1.ConfigMap, in plan.Input, p plan.Plan) (plan.Plan, error) {
+	shards := p.ToCheck()
+	if len(shards) == 0 {
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
+	defer cancel()
+	start := time.Now()
+	live, err := c.mapped.Live(ctx, shards)
+	if err != nil {
+		return plan.Plan{}, fmt.Errorf("asking the API server for objects on removed shards %v before deleting them: %w", shards, err)
+	}
+	log := logrus.WithField("configmap", c.opts.ConfigMap.String())
+	log.WithFields(logrus.Fields{"shards": len(shards), "holding": len(live), "took": time.Since(start)}).
+		Debug("asked the API server for objects on the shards to delete")
+	if len(live) == 0 {
+		return p, nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(live)) {
+		log.WithFields(logrus.Fields{"shard": id, "object": live[id]}).
+			Info("the API server has an object on a removed shard that the caches do not show yet; its removal waits for them")
+	}
+	c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, liveRecheck)
+	in.LiveMapped = live
+	return plan.Decide(in)
+}
