@@ -25,9 +25,10 @@ const livePageSize = 100
 // It sends one LIST of metadata per watched kind, in parallel, selecting the
 // shard label's values; and again for the shards not yet found, in the rare
 // case that a full page did not name them all. The LIST has no
-// resourceVersion, so it is a consistent read: since Kubernetes 1.31 the API
-// server answers it from its watch cache once that has caught up with etcd,
-// and before that from etcd. A kind whose CRD is not installed counts as
+// resourceVersion, so it is a consistent read: kube-apiserver 1.37 answers
+// it, limit included, from its watch cache once that has caught up with
+// etcd; older ones that do not serve a paged consistent read from the cache
+// read etcd. A kind whose CRD is not installed counts as
 // empty, as it does in the caches.
 func (t *Tracker) Live(ctx context.Context, shards []string) (map[string]string, error) {
 	if len(shards) == 0 {
