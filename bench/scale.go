@@ -371,7 +371,7 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 		}
 		return time.Duration(s / n * float64(time.Second)), int(n), nil
 	}
-	for r := range b.runs {
+	for r := range b.latencyRuns {
 		extra := append(append([]string{}, base...), fmt.Sprintf("x%d", r))
 		mean, n, err := window(base, extra)
 		if err != nil {
