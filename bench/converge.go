@@ -312,7 +312,7 @@ func (b *bench) runConvergence(ctx context.Context) error {
 		ids := shardIDs(n)
 		c := &convergence{shards: n}
 		b.res.convergence = append(b.res.convergence, c)
-		for r := range b.convRuns {
+		for r := range b.convRuns.of(i) {
 			if err := b.floorRun(ctx, c, ids, r, settle); err != nil {
 				return err
 			}

@@ -50,7 +50,7 @@ type bench struct {
 	scaleShards int
 	objects     []int
 	runs        int
-	convRuns    int
+	convRuns    runList
 	latencyRuns int
 	idle        time.Duration
 	settle      time.Duration
@@ -98,6 +98,27 @@ func (b *bench) notef(format string, args ...any) {
 	b.logf("NOTE: %s", msg)
 	b.res.notes = append(b.res.notes, msg)
 }
+
+// runList is a count of runs per shard count, in the order the shard
+// counts are measured; unlike intList it keeps its order.
+type runList []int
+
+func (l *runList) String() string { return (*intList)(l).String() }
+
+func (l *runList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a number of runs (at least 1)", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// of returns the runs of the i-th shard count.
+func (l runList) of(i int) int { return l[min(i, len(l)-1)] }
 
 type intList []int
 
@@ -157,7 +178,10 @@ func run() error {
 	// A single run's convergence moves by more than the 10% target from one
 	// run to the next on a 2-core machine, and a decision-latency window by
 	// more than the 50% one: their medians need more runs than memory's do.
-	flag.IntVar(&b.convRuns, "convergence-runs", 7, "alternating runs of the floor, the ideal controller and the daemon per shard count; the median is reported")
+	// A run of 20 shards takes about 1.5 minutes, one of 100 about 7.5, so
+	// the small count, the noisier, gets the most runs.
+	b.convRuns = runList{15, 7}
+	flag.Var(&b.convRuns, "convergence-runs", "alternating runs of the floor, the ideal controller and the daemon, per shard count in ascending order (the last applies to any further count), comma-separated; the median is reported")
 	flag.IntVar(&b.latencyRuns, "latency-runs", 5, "windows of decision latency (a shard added, then removed) per object count, on the last run's daemon; the median is reported")
 	flag.DurationVar(&b.idle, "idle", 5*time.Minute, "length of the idle window (0 skips it)")
 	flag.DurationVar(&b.settle, "settle", 5*time.Second, "wait after a process is ready before its RSS is read")
@@ -170,7 +194,7 @@ func run() error {
 	flag.Var(&daemonExtra, "daemon-arg", "an extra argument for the daemon, repeatable (the figures are meant for its defaults)")
 	flag.Parse()
 	b.daemonArgs = daemonExtra
-	if b.runs < 1 || b.convRuns < 1 || b.latencyRuns < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 {
+	if b.runs < 1 || len(b.convRuns) == 0 || b.latencyRuns < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 {
 		return errors.New("--runs, --convergence-runs, --latency-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1")
 	}
 	b.objects = dropZero(b.objects)

@@ -111,13 +111,13 @@ type row struct{ figure, value, ref, ratio, target, result string }
 // writes against what the changes needed.
 func (b *bench) convergenceRows() []row {
 	var rows []row
-	n := fmt.Sprintf(" (median of %d)", b.convRuns)
-	if b.convRuns == 1 {
-		n = " (1 run)"
-	}
 	for _, c := range b.res.convergence {
 		if len(c.daemonUp) == 0 || len(c.idealUp) == 0 {
 			continue
+		}
+		n := fmt.Sprintf(" (median of %d)", len(c.daemonUp))
+		if len(c.daemonUp) == 1 {
+			n = " (1 run)"
 		}
 		deps := c.shards * len(sources())
 		for _, dir := range []struct {
