@@ -106,6 +106,14 @@ func count(n int) string {
 
 type row struct{ figure, value, ref, ratio, target, result string }
 
+// medianOf names, after a figure, how many runs its median is of.
+func medianOf(runs int) string {
+	if runs == 1 {
+		return " (1 run)"
+	}
+	return fmt.Sprintf(" (median of %d)", runs)
+}
+
 // convergenceRows compare the daemon with the ideal controller, the
 // primary reference, and show the floor beside it; and count the daemon's
 // writes against what the changes needed.
@@ -115,10 +123,7 @@ func (b *bench) convergenceRows() []row {
 		if len(c.daemonUp) == 0 || len(c.idealUp) == 0 {
 			continue
 		}
-		n := fmt.Sprintf(" (median of %d)", len(c.daemonUp))
-		if len(c.daemonUp) == 1 {
-			n = " (1 run)"
-		}
+		n := medianOf(len(c.daemonUp))
 		deps := c.shards * len(sources())
 		for _, dir := range []struct {
 			name          string
@@ -181,10 +186,7 @@ func cpu(steps []step) []time.Duration {
 
 func (b *bench) rows() []row {
 	var rows []row
-	n := fmt.Sprintf(" (median of %d)", b.runs)
-	if b.runs == 1 {
-		n = " (1 run)"
-	}
+	n := medianOf(b.runs)
 	rows = append(rows, b.convergenceRows()...)
 	rows = append(rows, b.placementRows()...)
 	levels := b.res.levels
@@ -240,10 +242,7 @@ func (b *bench) rows() []row {
 			big = lv
 		}
 		if small != nil {
-			ln := fmt.Sprintf(" (median of %d)", b.latencyRuns)
-			if b.latencyRuns == 1 {
-				ln = " (1 run)"
-			}
+			ln := medianOf(b.latencyRuns)
 			s := medianDur(small.addMean)
 			rows = append(rows, row{fmt.Sprintf("mean reconcile across a patch adding a shard, %s objects%s", count(small.objects), ln), ms(s), "—", "—", "—", ""})
 			if big != small {
@@ -570,10 +569,10 @@ func (b *bench) placementRows() []row {
 	if pl == nil || len(pl.runs) == 0 {
 		return nil
 	}
-	n := fmt.Sprintf(" (median of %d)", len(pl.runs))
+	n := medianOf(len(pl.runs))
 	every := fmt.Sprintf(" (every one of %d runs)", len(pl.runs))
 	if len(pl.runs) == 1 {
-		n, every = " (1 run)", " (1 run)"
+		every = " (1 run)"
 	}
 	ids := placementIDs(pl.shards)
 	var d, r []time.Duration
