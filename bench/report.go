@@ -185,8 +185,9 @@ func cpu(steps []step) []time.Duration {
 }
 
 func (b *bench) rows() []row {
+	// Every median names the runs it is of, not --runs: a part that
+	// stopped early made fewer.
 	var rows []row
-	n := medianOf(b.runs)
 	rows = append(rows, b.convergenceRows()...)
 	rows = append(rows, b.placementRows()...)
 	levels := b.res.levels
@@ -205,7 +206,7 @@ func (b *bench) rows() []row {
 				continue
 			}
 			d, r := medianRSS(lv.mem), medianRSS(lv.refMem)
-			rw := row{fmt.Sprintf("RSS with %s mapped objects%s", count(lv.objects), n), mibF(d), mibF(r) + " (full dynamic informer)", ratio(d, r), "—", ""}
+			rw := row{fmt.Sprintf("RSS with %s mapped objects%s", count(lv.objects), medianOf(len(lv.mem))), mibF(d), mibF(r) + " (full dynamic informer)", ratio(d, r), "—", ""}
 			if lv == top && lv.objects > 0 {
 				rw.target, rw.result = "< 0.1x the reference", yesNo(d < r/10)
 			}
@@ -242,8 +243,6 @@ func (b *bench) rows() []row {
 			big = lv
 		}
 		if small != nil {
-			// The windows made, not --latency-runs: a part that stopped
-			// early made fewer.
 			s := medianDur(small.addMean)
 			rows = append(rows, row{fmt.Sprintf("mean reconcile across a patch adding a shard, %s objects%s", count(small.objects), medianOf(len(small.addMean))), ms(s), "—", "—", "—", ""})
 			if big != small {
@@ -271,8 +270,8 @@ func (b *bench) rows() []row {
 			refS = secs(r) + " (full dynamic informer synced)"
 		}
 		rows = append(rows,
-			row{fmt.Sprintf("start-up to /readyz 200, %s objects%s", count(lv.objects), n), secs(medianDur(lv.ready)), refS, ratio(medianDur(lv.ready).Seconds(), r.Seconds()), "—", ""},
-			row{fmt.Sprintf("start-up to every object counted, %s objects%s", count(lv.objects), n), secs(medianDur(lv.counted)), refS, ratio(medianDur(lv.counted).Seconds(), r.Seconds()), "—", ""})
+			row{fmt.Sprintf("start-up to /readyz 200, %s objects%s", count(lv.objects), medianOf(len(lv.ready))), secs(medianDur(lv.ready)), refS, ratio(medianDur(lv.ready).Seconds(), r.Seconds()), "—", ""},
+			row{fmt.Sprintf("start-up to every object counted, %s objects%s", count(lv.objects), medianOf(len(lv.counted))), secs(medianDur(lv.counted)), refS, ratio(medianDur(lv.counted).Seconds(), r.Seconds()), "—", ""})
 		break
 	}
 	return rows
