@@ -249,6 +249,8 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 		if t.Failed() {
 			s.dump(t)
 		}
+		// Registered first, this runs last: the daemon is stopped by now.
+		s.deleteNamespaces(t)
 	})
 	// Pod Security is enforced at the level the real controllers meet, so
 	// every shard copy proves it is admitted where its source is. Fleet's
@@ -282,6 +284,54 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 		}
 	}
 	return s
+}
+
+// deleteNamespaces deletes the scenario's namespaces and waits until they
+// are gone. The tests of a run share one control plane, whose Service IP
+// range is small: without this, a long run (`make soak`) fills it with the
+// Services of finished scenarios. The mapped objects' finalizers are removed
+// first, since no controller here would.
+func (s *scenario) deleteNamespaces(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	namespaces := []string{s.fleetNS, s.fluxNS}
+	for _, ns := range namespaces {
+		for _, gvr := range []schema.GroupVersionResource{gitRepos, helmOps, helmReleases, fixture.Bundles, fixture.BundleDeployments} {
+			list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if apierrors.IsNotFound(err) {
+				continue // the kind's CRD is not installed
+			}
+			if err != nil {
+				t.Errorf("list %s in %s: %v", gvr.Resource, ns, err)
+				continue
+			}
+			for _, o := range list.Items {
+				if len(o.GetFinalizers()) == 0 {
+					continue
+				}
+				_, err := dyn.Resource(gvr).Namespace(ns).Patch(ctx, o.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					t.Errorf("remove the finalizers of %s %s/%s: %v", gvr.Resource, ns, o.GetName(), err)
+				}
+			}
+		}
+		if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	}
+	eventually(t, 2*time.Minute, "scenario namespaces deleted", func() error {
+		for _, ns := range namespaces {
+			n, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("namespace %s still exists: %v", ns, n.Status.Conditions)
+		}
+		return nil
+	})
 }
 
 // podSecurityLabels are the namespace labels that enforce the Pod Security
