@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/rancher/lasso/pkg/cache"
@@ -219,8 +221,11 @@ func (d *Daemon) start(ctx context.Context) error {
 			return fmt.Errorf("starting caches in %s: %w", ns, err)
 		}
 	}
-	for _, f := range d.factories {
-		f.SharedCacheFactory().WaitForCacheSync(ctx)
+	if err := d.waitForCaches(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // shutting down, not failing
+		}
+		return err
 	}
 	d.synced.Store(true)
 	for ns, f := range d.factories {
@@ -235,6 +240,29 @@ func (d *Daemon) start(ctx context.Context) error {
 	logrus.WithFields(logrus.Fields{"configmap": d.opts.configMap().String(), "sources": len(d.opts.Set.Sources),
 		"mappedKinds": len(d.opts.Set.Mapped)}).Info("controllers started")
 	return nil
+}
+
+// waitForCaches waits until every namespace's caches are filled, for at
+// most --cache-sync-timeout: a cache that cannot fill, for want of a Role
+// in its namespace, would otherwise hold readiness off for good with no
+// more than client-go's retries in the log.
+func (d *Daemon) waitForCaches(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.opts.CacheSyncTimeout)
+	defer cancel()
+	var unsynced []string
+	for ns, f := range d.factories {
+		for gvk, ok := range f.SharedCacheFactory().WaitForCacheSync(ctx) {
+			if !ok {
+				unsynced = append(unsynced, gvk.Kind+" in "+ns)
+			}
+		}
+	}
+	if len(unsynced) == 0 {
+		return nil
+	}
+	slices.Sort(unsynced)
+	return fmt.Errorf("caches of %s did not sync within %s: can the daemon list and watch them there?",
+		strings.Join(unsynced, ", "), d.opts.CacheSyncTimeout)
 }
 
 // ready is /readyz: caches synced and a reconcile done, or a healthy

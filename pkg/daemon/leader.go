@@ -17,8 +17,11 @@ import (
 // elect runs run while this process holds the Lease "shardkeeper". Losing
 // the Lease ends the process (it may have writes in flight that a new
 // leader must not race); on shutdown the Lease is released so that a
-// standby takes over at once. client-go's elector is used rather than
-// wrangler's, which exits with logrus.Fatalf and has a 45 s lease.
+// standby takes over at once. A start that fails releases the Lease too,
+// at once: client-go goes on renewing it after OnStartedLeading returns,
+// and a leader that runs nothing would hold off every standby. client-go's
+// elector is used rather than wrangler's, which exits with logrus.Fatalf
+// and has a 45 s lease.
 func elect(ctx context.Context, kube kubernetes.Interface, o *Options, run func(context.Context) error) error {
 	id, err := os.Hostname()
 	if err != nil {
@@ -30,7 +33,12 @@ func elect(ctx context.Context, kube kubernetes.Interface, o *Options, run func(
 		Client:     kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
-	var runErr error
+	// Cancelling leading ends the renewals and, with ReleaseOnCancel,
+	// releases the Lease.
+	leading, release := context.WithCancel(ctx)
+	defer release()
+	// runErr is written on the elector's goroutine and read on this one.
+	runErr := make(chan error, 1)
 	lost := false
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -42,7 +50,9 @@ func elect(ctx context.Context, kube kubernetes.Interface, o *Options, run func(
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logrus.WithField("identity", id).Info("became leader")
-				if runErr = run(ctx); runErr != nil {
+				if err := run(ctx); err != nil {
+					runErr <- err
+					release()
 					return
 				}
 				<-ctx.Done()
@@ -62,9 +72,11 @@ func elect(ctx context.Context, kube kubernetes.Interface, o *Options, run func(
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	le.Run(ctx)
-	if runErr != nil {
-		return runErr
+	le.Run(leading)
+	select {
+	case err := <-runErr:
+		return err
+	default:
 	}
 	if lost {
 		return errors.New("lost the leader Lease")

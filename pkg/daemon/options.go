@@ -6,12 +6,10 @@ package daemon
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -36,6 +34,7 @@ type Options struct {
 	Sources, MappedKinds   listFlag
 	MetricsServices        listFlag
 	RequiredArgs           listFlag
+	CacheSyncTimeout       time.Duration
 	QPS                    float64
 	Burst                  int
 	LogLevel, LogFormat    string
@@ -71,6 +70,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&o.MetricsServices, "source-metrics-service", "the metrics Service of a source, copied for every shard, repeatable: NAMESPACE/NAME=SERVICE")
 	fs.Var(&o.RequiredArgs, "source-required-arg", "an argument a source's main controller must run with before its shard copies are created, repeatable: NAMESPACE/NAME=--flag=value")
 	fs.Var(&o.MappedKinds, "mapped-kind", "a kind whose label maps objects to shards, repeatable: RESOURCE.VERSION.GROUP=LABEL (default: the presets' kinds)")
+	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "how long the caches may take to fill at start before the daemon exits with an error naming those that did not")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "client requests per second to the API server")
 	fs.IntVar(&o.Burst, "kube-api-burst", 300, "client request burst to the API server")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -115,21 +115,4 @@ func (o *Options) Complete() error {
 // configMap is the shard ConfigMap.
 func (o *Options) configMap() types.NamespacedName {
 	return types.NamespacedName{Namespace: o.Namespace, Name: o.ConfigMap}
-}
-
-func setupLogging(level, format string) error {
-	l, err := logrus.ParseLevel(level)
-	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	logrus.SetLevel(l)
-	switch format {
-	case "text":
-		logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	case "json":
-		logrus.SetFormatter(&logrus.JSONFormatter{})
-	default:
-		return fmt.Errorf("--log-format %q: want text or json", format)
-	}
-	return nil
 }
