@@ -210,7 +210,7 @@ CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-t
   'placement.failoverAfter=soon'
 CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true' \
   'metrics.prometheusRule.enabled=true' 'metrics.dashboard.enabled=true' \
-  'image.repository=ghcr.io/shardkeeper/shardkeeper'
+  'image.repository=ghcr.io/shardkeeper/shardkeeper' 'shards=a-thirty-character-shard-id-xy'
 
 .PHONY: helm
 helm: $(BIN)/helm ## Build bin/helm, the pinned Helm (cached; delete it to rebuild).

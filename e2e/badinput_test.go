@@ -47,6 +47,8 @@ func badInputs() []badInput {
 		{name: "control character", shards: str("good,a\x07b"), want: "is invalid"},
 		{name: "41 characters", shards: str("good," + strings.Repeat("a", 41)), want: "41 characters long"},
 		{name: "64 characters", shards: str("good," + strings.Repeat("b", 64)), want: "64 characters long"},
+		{name: "too long for Fleet's names", shards: str("good," + strings.Repeat("c", 30)),
+			want: "at most 29 are allowed with the enabled sources (Service monitoring-fleet-controller-shard-<id> must fit in 63 characters)"},
 		{name: "duplicate", shards: str("good,dup,dup"), want: `"dup" is listed twice`},
 		{name: "duplicate in yaml", shards: str("- good\n- id: good\n"), want: `"good" is listed twice`},
 		{name: "empty", shards: str(""), want: "the list is empty"},

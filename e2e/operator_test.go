@@ -29,6 +29,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -44,7 +45,7 @@ func goodInputs() []badInput {
 		{name: "spaces", shards: str("shard0 shard1")},
 		{name: "newlines", shards: str("shard0\nshard1\r\n\tshard2\n")},
 		{name: "one shard", shards: str("shard0")},
-		{name: "40 characters", shards: str(strings.Repeat("a", 40))},
+		{name: "29 characters, the most Fleet's names allow", shards: str(strings.Repeat("a", 29))},
 		{name: "digits and dashes", shards: str("0,a-b,9-z")},
 		{name: "empty list", shards: str("[]")},
 		{name: "yaml flow list", shards: str("[shard0, shard1]")},
@@ -82,7 +83,7 @@ func ids(n int) string {
 var deniedByPolicy = []string{
 	"uppercase", "underscore", "dot", "leading dash", "trailing dash", "41 characters", "64 characters",
 	"duplicate", "empty", "whitespace only", "separators only", "1 MiB value", "10,000 IDs",
-	"force names an invalid ID", "binaryData", "missing shards key",
+	"force names an invalid ID", "binaryData", "missing shards key", "too long for Fleet's names",
 }
 
 // installAdmissionPolicies renders the chart's admission policies for the
@@ -127,11 +128,22 @@ func TestAdmissionPolicyAgreesWithTheDaemon(t *testing.T) {
 	s := newScenario(t, "admission", true)
 	s.createConfigMap("good")
 	s.installAdmissionPolicies()
+	// The chart's default sources: Fleet's preset.
+	sources, err := source.Build(source.Options{Presets: []string{source.PresetFleet}, FleetNamespace: s.fleetNS})
+	require.NoError(t, err)
+	limit := sources.IDLimit()
 
 	var denied []string
 	for _, c := range append(bad, good...) {
 		cm := s.configMapWith(t, c)
-		_, parseErr := shardconfig.Parse(cm.Data, cm.BinaryData, cm.Annotations)
+		// What the daemon rejects before it decides anything: the parse,
+		// then the IDs against the names the sources make of them.
+		cfg, parseErr := shardconfig.Parse(cm.Data, cm.BinaryData, cm.Annotations)
+		for i, sh := range cfg.Shards {
+			if err := limit.Check(sh.ID); parseErr == nil && err != nil {
+				parseErr = fmt.Errorf("shards[%d]: %w", i, err)
+			}
+		}
 		_, err := kube.CoreV1().ConfigMaps(s.fleetNS).Update(s.ctx, cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err == nil {
 			continue

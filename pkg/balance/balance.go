@@ -26,6 +26,11 @@ type Object struct {
 	Weight int
 	// MovedAt is when placement last assigned the object (zero = never).
 	MovedAt time.Time
+	// Paced, for an object with no shard label, makes its assignment count
+	// against MaxMoves: a controller serves it already (the unsharded one),
+	// so it can wait, or its assignment starts work, such as a git Job,
+	// that must not start for a whole estate at once.
+	Paced bool
 }
 
 // Input is everything one placement round decides from.
@@ -48,10 +53,11 @@ type Input struct {
 	// Threshold is the spread (max - min load over the targets) that
 	// rebalance tolerates; values < 1 count as 1.
 	Threshold int
-	// MaxMoves bounds drain + rebalance moves in this round, so that a
-	// round never relabels half the fleet at once. New assignments are not
-	// bounded: an unlabelled object is served by no controller. <= 0 means
-	// no drain or rebalance moves.
+	// MaxMoves bounds the paced moves in this round (drains, failovers,
+	// rebalances and the assignments of Paced objects), so that a round
+	// never relabels half the fleet at once. The other assignments are not
+	// bounded: nothing serves those objects until they have a shard. <= 0
+	// means no paced moves.
 	MaxMoves int
 	// Cooldown keeps rebalance off an object placement moved less than this
 	// long ago, so that objects do not flap. Drain ignores it: the shard is
@@ -80,11 +86,14 @@ type Move struct {
 	From   string
 	To     string
 	Reason Reason
+	// Paced is whether the move counts against Input.MaxMoves.
+	Paced bool
 }
 
 // Moves returns the moves of one round, in the order they should be applied:
-// assignments first, then drains, then rebalancing, each step seeing the
-// loads left by the previous ones. The result depends only on in, not on the
+// the assignments that cannot wait first, then drains and failovers, then
+// the assignments that can, then rebalancing, each step seeing the loads
+// left by the previous ones. The result depends only on in, not on the
 // order of in.Objects.
 func Moves(in Input) []Move {
 	failing := set(in.FailingOver)
@@ -106,7 +115,7 @@ func Moves(in Input) []Move {
 	for _, t := range targets {
 		loads[t] = 0
 	}
-	var unlabelled, leaving []int
+	var unlabelled, waiting, leaving []int
 	cands := make(map[string][]int, len(targets))
 	for i, o := range objs {
 		if _, ok := loads[o.Shard]; ok {
@@ -119,7 +128,9 @@ func Moves(in Input) []Move {
 		if !o.Movable {
 			continue
 		}
-		if o.Shard == "" {
+		if o.Shard == "" && o.Paced {
+			waiting = append(waiting, i)
+		} else if o.Shard == "" {
 			unlabelled = append(unlabelled, i)
 		} else if _, ok := slices.BinarySearch(draining, o.Shard); ok {
 			leaving = append(leaving, i)
@@ -132,6 +143,7 @@ func Moves(in Input) []Move {
 	heaviestFirst := func(a, b int) int { return cmp.Compare(weight(objs[b]), weight(objs[a])) }
 	slices.SortStableFunc(unlabelled, heaviestFirst)
 	slices.SortStableFunc(leaving, heaviestFirst)
+	slices.SortStableFunc(waiting, heaviestFirst)
 
 	h := make(loadHeap, 0, len(targets))
 	for _, t := range targets {
@@ -139,25 +151,29 @@ func Moves(in Input) []Move {
 	}
 	heap.Init(&h)
 	var moves []Move
-	toLightest := func(i int, r Reason) {
+	toLightest := func(i int, r Reason, paced bool) {
 		o := objs[i]
-		moves = append(moves, Move{Key: o.Key, From: o.Shard, To: h[0].name, Reason: r})
+		moves = append(moves, Move{Key: o.Key, From: o.Shard, To: h[0].name, Reason: r, Paced: paced})
 		h[0].load += weight(o)
 		heap.Fix(&h, 0)
 	}
 	for _, i := range unlabelled {
-		toLightest(i, Assign)
+		toLightest(i, Assign, false)
 	}
+	// Objects that leave a shard go before the assignments that wait: a
+	// shard that is down serves nothing, the unsharded controller does.
 	budget := max(in.MaxMoves, 0)
-	for _, i := range leaving {
+	for _, i := range append(leaving, waiting...) {
 		if budget == 0 {
 			break
 		}
 		reason := Drain
-		if _, ok := slices.BinarySearch(failing, objs[i].Shard); ok {
+		if objs[i].Shard == "" {
+			reason = Assign
+		} else if _, ok := slices.BinarySearch(failing, objs[i].Shard); ok {
 			reason = Failover
 		}
-		toLightest(i, reason)
+		toLightest(i, reason, true)
 		budget--
 	}
 	for _, s := range h {
@@ -207,7 +223,7 @@ func rebalance(objs []Object, targets []string, loads map[string]int, cands map[
 				continue
 			}
 			o := objs[c[j]]
-			moves = append(moves, Move{Key: o.Key, From: from, To: lightest, Reason: Rebalance})
+			moves = append(moves, Move{Key: o.Key, From: from, To: lightest, Reason: Rebalance, Paced: true})
 			loads[from] -= weight(o)
 			loads[lightest] += weight(o)
 			cands[from] = slices.Delete(c, j, j+1)

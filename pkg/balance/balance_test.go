@@ -177,7 +177,7 @@ func TestMovesPinsAndScope(t *testing.T) {
 	moves = Moves(in)
 	assert.Len(t, moves, 5)
 	for _, m := range moves {
-		assert.Equal(t, Move{Key: m.Key, From: "b", To: "c", Reason: Rebalance}, m)
+		assert.Equal(t, Move{Key: m.Key, From: "b", To: "c", Reason: Rebalance, Paced: true}, m)
 	}
 }
 
@@ -287,7 +287,7 @@ func TestMovesPicksSpreadNarrowingObject(t *testing.T) {
 				{Key: "c", Shard: "x", Movable: true, Weight: 4},
 				{Key: "b", Shard: "x", Movable: true, Weight: 4},
 			},
-			want: []Move{{Key: "b", From: "x", To: "y", Reason: Rebalance}},
+			want: []Move{{Key: "b", From: "x", To: "y", Reason: Rebalance, Paced: true}},
 		},
 		{
 			// spread 5, nothing movable <= 2: the lightest below 5 is 4
@@ -299,7 +299,7 @@ func TestMovesPicksSpreadNarrowingObject(t *testing.T) {
 				{Key: "b", Shard: "x", Movable: true, Weight: 4},
 				{Key: "d", Shard: "y", Movable: true, Weight: 4},
 			},
-			want: []Move{{Key: "b", From: "x", To: "y", Reason: Rebalance}},
+			want: []Move{{Key: "b", From: "x", To: "y", Reason: Rebalance, Paced: true}},
 		},
 		{
 			name:    "nothing helps",
@@ -398,6 +398,7 @@ func FuzzMoves(f *testing.F) {
 				Shard:   all[shard%len(all)],
 				Weight:  w%12 - 1,
 				Movable: flags&1 == 1,
+				Paced:   w&16 != 0,
 				MovedAt: now.Add(-time.Duration(flags>>1) * 20 * time.Minute),
 			})
 		}
@@ -424,27 +425,32 @@ func FuzzMoves(f *testing.F) {
 			switch m.Reason {
 			case Assign:
 				require.Empty(t, m.From)
+				require.Equal(t, o.Paced, m.Paced, "%s: an assignment is paced as its object says", m.Key)
 			case Drain:
 				require.Contains(t, in.Draining, m.From)
 				require.NotContains(t, in.FailingOver, m.From)
-				budgeted++
+				require.True(t, m.Paced)
 			case Failover:
 				require.Contains(t, in.FailingOver, m.From)
-				budgeted++
+				require.True(t, m.Paced)
 			case Rebalance:
 				require.True(t, receivers[m.From])
 				require.False(t, o.MovedAt.After(now.Add(-in.Cooldown)) && in.Cooldown > 0, "%s rebalanced in cool-down", m.Key)
-				budgeted++
+				require.True(t, m.Paced)
 			default:
 				t.Fatalf("unknown reason %q", m.Reason)
+			}
+			if m.Paced {
+				budgeted++
 			}
 		}
 		require.LessOrEqual(t, budgeted, max(in.MaxMoves, 0))
 
-		// With anywhere to go, every movable unlabelled object gets a shard.
+		// With anywhere to go, every movable unlabelled object that cannot
+		// wait gets a shard.
 		if slices.ContainsFunc(in.Targets, func(s string) bool { return receivers[s] }) {
 			for _, o := range in.Objects {
-				if o.Movable && o.Shard == "" {
+				if o.Movable && o.Shard == "" && !o.Paced {
 					require.True(t, moved[o.Key], "%s left unassigned", o.Key)
 				}
 			}
@@ -503,4 +509,27 @@ func names(n int) []string {
 		out[i] = fmt.Sprintf("shard-%d", i)
 	}
 	return out
+}
+
+// Objects that a controller serves already, or whose assignment starts
+// work, are assigned within the budget, after the objects that leave a
+// shard; the others are assigned at once.
+func TestMovesPacesAssignmentsThatCanWait(t *testing.T) {
+	waiting := objects("served", "", 4)
+	for i := range waiting {
+		waiting[i].Paced = true
+	}
+	in := Input{Targets: []string{"a", "b"}, Draining: []string{"d"}, MaxMoves: 3, Now: now, Threshold: 100,
+		Objects: slices.Concat(objects("new", "", 3), objects("old", "d", 2), waiting)}
+
+	var got []string
+	for _, m := range Moves(in) {
+		got = append(got, fmt.Sprintf("%s %s paced=%t", m.Key, m.Reason, m.Paced))
+	}
+
+	assert.Equal(t, []string{
+		"new-00000 Assign paced=false", "new-00001 Assign paced=false", "new-00002 Assign paced=false",
+		"old-00000 Drain paced=true", "old-00001 Drain paced=true",
+		"served-00000 Assign paced=true",
+	}, got)
 }

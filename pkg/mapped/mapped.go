@@ -39,6 +39,9 @@ type Tracker struct {
 	onChange  func()
 	kinds     []*kind
 	crdSynced []cache.InformerSynced
+	// after runs f once d has passed: time.AfterFunc, replaced in tests so
+	// that retries need no sleeping.
+	after func(d time.Duration, f func())
 }
 
 type kind struct {
@@ -47,13 +50,30 @@ type kind struct {
 	mu sync.RWMutex
 	// pending: the CRD exists but the reflector does not run yet.
 	pending bool
+	// retrying: a check of discovery is scheduled; one at a time, however
+	// often the CRD changes.
+	retrying bool
+	// failing says why the kind is still not watched after failingAfter
+	// checks; empty otherwise.
+	failing string
 	cancel  context.CancelFunc
 	index   *shardIndex
 }
 
-// maxDiscoveryAttempts bounds the wait, at one a second, for a new CRD's
-// version to be served.
-const maxDiscoveryAttempts = 30
+// Discovery is checked again, with a delay that doubles from a second up
+// to maxDiscoveryDelay, for as long as a kind's CRD exists and its version
+// is not served. A CRD that was just created is served a moment later; one
+// still not served after failingAfter checks (about half a minute) is
+// reported, but never counted as empty: its objects are unknown, not zero.
+const (
+	maxDiscoveryDelay = time.Minute
+	failingAfter      = 6
+)
+
+// discoveryDelay is the wait before check attempt+1.
+func discoveryDelay(attempt int) time.Duration {
+	return min(time.Second<<min(attempt, 6), maxDiscoveryDelay) // 64s is past the cap
+}
 
 // listPageSize pages a list, where the API server cannot stream the
 // initial state as a watch (before 1.32); the reflector still holds every
@@ -63,7 +83,8 @@ const listPageSize = 500
 // New returns a Tracker for kinds; onChange is called whenever a count may
 // have changed or a kind appeared or went.
 func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []source.MappedKind, onChange func()) *Tracker {
-	t := &Tracker{client: client, discovery: disc, onChange: onChange}
+	t := &Tracker{client: client, discovery: disc, onChange: onChange,
+		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
 	for _, k := range kinds {
 		t.kinds = append(t.kinds, &kind{spec: k})
 	}
@@ -100,43 +121,35 @@ func (t *Tracker) Start(ctx context.Context) error {
 // its informer runs, and starts it.
 func (t *Tracker) crdSeen(ctx context.Context, k *kind) {
 	k.mu.Lock()
+	start := k.cancel == nil && !k.retrying
 	if k.cancel == nil {
-		k.pending = true
+		k.pending, k.retrying = true, true
 	}
 	k.mu.Unlock()
-	t.crdPresent(ctx, k, 0)
+	if start {
+		t.crdPresent(ctx, k, 0)
+	}
 }
 
-// crdPresent starts the kind's informer once discovery serves its version.
-// A CRD that was just created is served a moment later, so it is checked
-// again for a while. A CRD that never serves the version counts as absent
-// then; its next update brings it back here.
+// crdPresent starts the kind's informer once discovery serves its version,
+// checking again with backoff until it does or the CRD goes.
 func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 	k.mu.Lock()
-	running := k.cancel != nil
-	k.mu.Unlock()
-	if running || ctx.Err() != nil {
+	if k.cancel != nil || !k.pending || ctx.Err() != nil {
+		k.retrying = false
+		k.mu.Unlock()
 		return
 	}
+	k.mu.Unlock()
 	served, err := t.serves(k.spec.Resource)
 	if err != nil || !served {
-		if attempt < maxDiscoveryAttempts {
-			time.AfterFunc(time.Second, func() { t.crdPresent(ctx, k, attempt+1) })
-			return
-		}
-		log := logrus.WithField("resource", k.spec.Resource.String())
-		if err != nil {
-			log = log.WithError(err)
-		}
-		log.Warn("the CRD exists but does not serve this version; its objects count as zero")
-		k.mu.Lock()
-		k.pending = false
-		k.mu.Unlock()
-		t.onChange()
+		t.notServed(k, attempt, err)
+		t.after(discoveryDelay(attempt), func() { t.crdPresent(ctx, k, attempt+1) })
 		return
 	}
 	k.mu.Lock()
-	if k.cancel != nil {
+	if k.cancel != nil || !k.pending {
+		k.retrying = false
 		k.mu.Unlock()
 		return
 	}
@@ -158,11 +171,35 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 		Name: k.spec.Resource.String(),
 	})
 	r.WatchListPageSize = listPageSize
-	k.pending, k.cancel, k.index = false, cancel, index
+	k.pending, k.retrying, k.failing, k.cancel, k.index = false, false, "", cancel, index
 	k.mu.Unlock()
 	logrus.WithField("resource", k.spec.Resource.String()).Info("watching mapped objects")
 	go r.RunWithContext(kctx)
 	t.onChange()
+}
+
+// notServed records a failed check. The kind becomes failing, with a
+// warning logged once, when the check has failed failingAfter times; the
+// reason then follows the latest check.
+func (t *Tracker) notServed(k *kind, attempt int, err error) {
+	if attempt+1 < failingAfter {
+		return
+	}
+	why := fmt.Sprintf("the CRD %s exists, but the API server does not serve version %s", k.spec.CRDName(), k.spec.Resource.Version)
+	if err != nil {
+		why = err.Error()
+	}
+	k.mu.Lock()
+	was := k.failing
+	k.failing = why
+	k.mu.Unlock()
+	if was == "" {
+		logrus.WithField("resource", k.spec.Resource.String()).WithField("reason", why).
+			Warn("mapped objects cannot be listed; no shard is removed until they can, and discovery is retried")
+	}
+	if why != was {
+		t.onChange()
+	}
 }
 
 func (t *Tracker) crdGone(k *kind) {
@@ -170,7 +207,7 @@ func (t *Tracker) crdGone(k *kind) {
 	if k.cancel != nil {
 		k.cancel()
 	}
-	k.pending, k.cancel, k.index = false, nil, nil
+	k.pending, k.failing, k.cancel, k.index = false, "", nil, nil
 	k.mu.Unlock()
 	logrus.WithField("resource", k.spec.Resource.String()).Info("CRD removed; its objects count as zero")
 	t.onChange()
@@ -212,6 +249,21 @@ func (t *Tracker) Synced() bool {
 		}
 	}
 	return true
+}
+
+// Failing returns, as "kind: reason", the kinds whose CRD exists but
+// whose objects still cannot be listed after a while. They keep Synced
+// false.
+func (t *Tracker) Failing() []string {
+	var out []string
+	for _, k := range t.kinds {
+		k.mu.RLock()
+		if k.failing != "" {
+			out = append(out, k.spec.Name()+": "+k.failing)
+		}
+		k.mu.RUnlock()
+	}
+	return out
 }
 
 // Counts returns the number of objects of each kind mapped to shard.

@@ -1,12 +1,20 @@
 package mapped
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
 const label = "fleet.cattle.io/shard-ref"
@@ -162,3 +170,50 @@ func TestShardIndexForgetsLabelSets(t *testing.T) {
 }
 
 func unsafeData(s string) *byte { return unsafe.StringData(s) }
+
+// brokenDiscovery fails every lookup, as when the aggregation layer or the
+// API server's discovery is unwell.
+type brokenDiscovery struct {
+	discovery.DiscoveryInterface
+	calls int
+}
+
+func (d *brokenDiscovery) ServerResourcesForGroupVersion(string) (*metav1.APIResourceList, error) {
+	d.calls++
+	return nil, errors.New("the server is currently unable to handle the request")
+}
+
+// A kind whose CRD exists but whose objects cannot be listed must never
+// count as synced: its objects would count as zero, and a shard holding
+// only them could be deleted.
+func TestTrackerFailsClosedWhileDiscoveryFails(t *testing.T) {
+	disc := &brokenDiscovery{}
+	tr := New(nil, disc, []source.MappedKind{{Resource: schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "gitrepos"}, Label: label}}, func() {})
+	tr.crdSynced = []cache.InformerSynced{func() bool { return true }}
+	var delays []time.Duration
+	var next []func()
+	tr.after = func(d time.Duration, f func()) { delays, next = append(delays, d), append(next, f) }
+
+	tr.crdSeen(context.Background(), tr.kinds[0])
+	for i := 0; i < 100 && len(next) > 0; i++ {
+		f := next[0]
+		next = next[1:]
+		f()
+		require.False(t, tr.Synced(), "synced after %d failed discovery attempts", disc.calls)
+	}
+	assert.Equal(t, 101, disc.calls, "discovery is retried for as long as it fails")
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}, delays[:4])
+	assert.Equal(t, time.Minute, delays[len(delays)-1], "the delay is capped")
+	assert.Equal(t, []string{"gitrepos: discovering fleet.cattle.io/v1alpha1: the server is currently unable to handle the request"}, tr.Failing())
+
+	// Changes of the CRD do not start a second chain of checks.
+	tr.crdSeen(context.Background(), tr.kinds[0])
+	assert.Len(t, next, 1)
+
+	// Once the CRD is gone, the kind counts as absent and the checks stop.
+	tr.crdGone(tr.kinds[0])
+	assert.True(t, tr.Synced())
+	assert.Empty(t, tr.Failing())
+	next[0]()
+	assert.Equal(t, 101, disc.calls)
+}

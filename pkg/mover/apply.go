@@ -33,10 +33,11 @@ type result struct {
 	// from counts the drained objects by the shard they left; down the
 	// failed-over ones.
 	from, down map[string]int
-	// paced counts the drain and rebalance moves tried, against the budget.
+	// paced counts the paced moves tried, against the budget.
 	paced int
-	// conflicts are objects that changed since the cache was read: the
-	// next round decides again from the cache, never blindly.
+	// conflicts are objects that changed since the cache was read, or whose
+	// shard no longer receives objects: the next round decides again from
+	// the cache and the shard set's latest decision, never blindly.
 	conflicts int
 	errs      []error
 }
@@ -87,15 +88,19 @@ func bumpPatch(o mapped.Object, label, to string, now time.Time, path string, va
 	return json.Marshal(body)
 }
 
-// apply writes the moves, a few at a time. An object in owners (one with
-// derived objects) of a kind with BumpOnMove is bumped as it moves.
-func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[string]mapped.Object, owners map[string]bool, now time.Time) result {
+// errWithdrawn refuses a write onto a shard that the shard set withdrew
+// from placement after the round decided.
+var errWithdrawn = errors.New("the shard no longer receives objects")
+
+// apply writes the moves, a few at a time. An object in bumped is bumped as
+// it moves.
+func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[string]mapped.Object, bumped map[string]bool, now time.Time) result {
 	res := result{moved: map[balance.Reason]int{}, to: map[string]int{}, from: map[string]int{}, down: map[string]int{}}
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(writeParallelism)
 	for _, m := range moves {
-		if m.Reason != balance.Assign {
+		if m.Paced {
 			res.paced++
 		}
 		o, ok := index[m.Key]
@@ -106,7 +111,7 @@ func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[strin
 		// The outcome of each move goes into res, never to the group: one
 		// failed relabel must not stop or skip the others.
 		g.Go(func() error {
-			err := p.relabel(ctx, o, kind, m.To, now, kind.BumpOnMove != "" && owners[o.Namespace+"/"+o.Name])
+			err := p.relabel(ctx, o, kind, m.To, now, bumped[o.Ref()])
 			outcome := "moved"
 			mu.Lock()
 			defer mu.Unlock()
@@ -120,7 +125,7 @@ func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[strin
 				case balance.Failover:
 					res.down[m.From]++
 				}
-			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			case apierrors.IsConflict(err) || apierrors.IsNotFound(err) || errors.Is(err, errWithdrawn):
 				outcome = "conflict"
 				res.conflicts++
 			default:
@@ -146,6 +151,11 @@ func (p *Mover) relabel(ctx context.Context, o mapped.Object, kind source.Mapped
 	}
 	if err != nil {
 		return fmt.Errorf("building the patch of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+	}
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if !p.receivers[to] {
+		return fmt.Errorf("relabelling %s %s/%s to shard %s: %w", o.Kind, o.Namespace, o.Name, to, errWithdrawn)
 	}
 	rv, err := p.client.Patch(ctx, kind.Resource, o.Namespace, o.Name, types.MergePatchType, body)
 	if err != nil {

@@ -1,6 +1,7 @@
 package mover
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -27,20 +28,49 @@ func owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool
 	return out
 }
 
+// bumping returns, by Ref, the objects whose move bumps a field: those of a
+// kind with BumpOnMove that have derived objects.
+func (p *Mover) bumping(objs []mapped.Object) map[string]bool {
+	own := owners(objs, p.ownerLabels)
+	out := map[string]bool{}
+	for _, o := range objs {
+		if k, ok := p.kinds[o.Kind]; ok && k.BumpOnMove != "" && own[o.Namespace+"/"+o.Name] {
+			out[o.Ref()] = true
+		}
+	}
+	return out
+}
+
+// receiving returns the shards that may receive objects: the targets that
+// are neither draining nor failing over.
+func receiving(st State) map[string]bool {
+	out := make(map[string]bool, len(st.Targets))
+	for _, t := range st.Targets {
+		out[t] = true
+	}
+	for _, t := range append(slices.Clone(st.Draining), st.FailingOver...) {
+		delete(out, t)
+	}
+	return out
+}
+
 // input turns the cached objects into one round's placement input, and
 // returns the objects by Key so that each move can be written with the
-// resourceVersion the decision saw.
-func input(st State, objs []mapped.Object, now time.Time, budget int) (balance.Input, map[string]mapped.Object) {
+// resourceVersion the decision saw. The objects in bumped start work when
+// they move, so their assignments are paced, as are all assignments while
+// the unsharded controllers serve the unlabelled objects.
+func input(st State, objs []mapped.Object, now time.Time, budget int, bumped map[string]bool) (balance.Input, map[string]mapped.Object) {
 	in := balance.Input{Targets: st.Targets, Draining: st.Draining, FailingOver: st.FailingOver, Now: now,
 		MaxMoves: budget, Cooldown: st.Placement.Cooldown, Objects: make([]balance.Object, 0, len(objs))}
 	index := make(map[string]mapped.Object, len(objs))
-	targets := make(map[string]bool, len(st.Targets))
-	for _, t := range st.Targets {
-		targets[t] = true
+	targets := receiving(st)
+	known := map[string]bool{}
+	for _, ids := range [][]string{st.Shards, st.Targets, st.Draining, st.FailingOver} {
+		for _, id := range ids {
+			known[id] = true
+		}
 	}
-	for _, t := range append(slices.Clone(st.Draining), st.FailingOver...) {
-		delete(targets, t)
-	}
+	gone := map[string]bool{}
 	load := 0
 	for _, o := range objs {
 		if o.Derived {
@@ -48,9 +78,15 @@ func input(st State, objs []mapped.Object, now time.Time, budget int) (balance.I
 		}
 		k := o.Ref()
 		index[k] = o
-		po := balance.Object{Key: k, Movable: plan.Movable(st.Placement, o), Weight: o.Weight, MovedAt: o.AssignedAt}
+		po := balance.Object{Key: k, Movable: plan.Movable(st.Placement, o) && !plan.StaysOnFailover(st.FailingKinds, o),
+			Weight: o.Weight, MovedAt: o.AssignedAt, Paced: st.Served || bumped[k]}
 		if o.Labelled {
 			po.Shard = o.Shard
+		}
+		// Movable and labelled: placement put it there (see
+		// mapped.Object.Pinned).
+		if po.Movable && po.Shard != "" && !known[po.Shard] {
+			gone[po.Shard] = true
 		}
 		// The load to spread: what the targets hold and what is to come.
 		if targets[po.Shard] || (po.Shard == "" && po.Movable) {
@@ -58,6 +94,7 @@ func input(st State, objs []mapped.Object, now time.Time, budget int) (balance.I
 		}
 		in.Objects = append(in.Objects, po)
 	}
+	in.Draining = append(slices.Clone(st.Draining), slices.Sorted(maps.Keys(gone))...)
 	if len(targets) > 0 {
 		in.Threshold = st.Placement.ThresholdFor(float64(load) / float64(len(targets)))
 	}

@@ -7,6 +7,7 @@ package mover
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -59,6 +60,16 @@ type State struct {
 	// Targets may receive objects; Draining must lose theirs, and so must
 	// FailingOver, the shards that are down.
 	Targets, Draining, FailingOver []string
+	// FailingKinds holds, per shard in FailingOver, the kinds that leave
+	// it (plan.Plan.FailingKinds); the others' controllers run there.
+	FailingKinds map[string][]string
+	// Shards are every shard that is listed or still runs. An object that
+	// placement put on any other shard is served by nobody, and leaves as a
+	// drain's objects do.
+	Shards []string
+	// Served is whether the unsharded controllers run: they serve the
+	// objects with no shard label, whose assignments are then paced.
+	Served bool
 }
 
 // patcher is the one write the mover makes: a patch of one object. It is
@@ -114,10 +125,18 @@ type Mover struct {
 
 	mu    sync.Mutex
 	state State
-	// window paces drain and rebalance moves: at most MaxMoves of them
-	// per Interval.
+	// window paces the paced moves (balance.Move.Paced): at most MaxMoves
+	// of them per Interval.
 	windowStart time.Time
 	windowMoves int
+
+	// gate guards receivers, the shards a write may label objects onto at
+	// the moment it is sent, which may have changed since its round
+	// decided. Every write holds it for reading, so that Set and Restrict,
+	// which hold it for writing, return only once no write onto a shard
+	// they withdrew is in flight.
+	gate      sync.RWMutex
+	receivers map[string]bool
 }
 
 // New returns a Mover for the mapped kinds. Derived kinds are never
@@ -155,6 +174,9 @@ func (p *Mover) cachesBehind(index map[string]mapped.Object) bool {
 // Set records the latest state and asks for a round if it changed; a
 // change of the objects wakes the mover through Wake.
 func (p *Mover) Set(st State) {
+	p.gate.Lock()
+	p.receivers = receiving(st)
+	p.gate.Unlock()
 	p.mu.Lock()
 	changed := !sameState(p.state, st)
 	p.state = st
@@ -164,6 +186,21 @@ func (p *Mover) Set(st State) {
 	}
 }
 
+// Restrict keeps, of the shards objects may be labelled onto, only those
+// among targets, and returns once no write onto another is in flight. The
+// shard set calls it with its new decision before it asks the API server
+// whether a shard it deletes is empty: a relabel onto that shard has then
+// either completed, and the API server shows it, or is not sent.
+func (p *Mover) Restrict(targets []string) {
+	withdrawn := func(id string) bool { return !slices.Contains(targets, id) }
+	p.gate.Lock()
+	maps.DeleteFunc(p.receivers, func(id string, _ bool) bool { return withdrawn(id) })
+	p.gate.Unlock()
+	p.mu.Lock()
+	p.state.Targets = slices.DeleteFunc(slices.Clone(p.state.Targets), withdrawn)
+	p.mu.Unlock()
+}
+
 // sameState compares what a round reads; the ConfigMap by version.
 func sameState(a, b State) bool {
 	if (a.ConfigMap == nil) != (b.ConfigMap == nil) ||
@@ -171,7 +208,8 @@ func sameState(a, b State) bool {
 		return false
 	}
 	return slices.Equal(a.Targets, b.Targets) && slices.Equal(a.Draining, b.Draining) &&
-		slices.Equal(a.FailingOver, b.FailingOver) && reflect.DeepEqual(a.Placement, b.Placement)
+		slices.Equal(a.FailingOver, b.FailingOver) && slices.Equal(a.Shards, b.Shards) && a.Served == b.Served &&
+		reflect.DeepEqual(a.FailingKinds, b.FailingKinds) && reflect.DeepEqual(a.Placement, b.Placement)
 }
 
 // Wake asks for a round, for instance because a mapped object changed.
@@ -229,7 +267,8 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 		return retryAfter
 	}
 	objs := p.objects.All()
-	in, index := input(st, objs, now, budget)
+	bumped := p.bumping(objs)
+	in, index := input(st, objs, now, budget, bumped)
 	if p.cachesBehind(index) {
 		return minRoundGap
 	}
@@ -237,7 +276,7 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 	if len(moves) == 0 {
 		return st.Placement.Interval
 	}
-	res := p.apply(ctx, moves, index, owners(objs, p.ownerLabels), now)
+	res := p.apply(ctx, moves, index, bumped, now)
 	p.mu.Lock()
 	p.windowMoves += res.paced
 	p.mu.Unlock()

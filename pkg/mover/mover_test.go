@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,9 +50,13 @@ func TestInput(t *testing.T) {
 		// Derived: neither an object to place nor load.
 		{Kind: "bundles", Namespace: "apps", Name: "placed-app", Shard: "a", Labelled: true, Derived: true, Weight: 4},
 		{Kind: "gitrepos", Namespace: "apps", Name: "empty-label", Shard: "", Labelled: true, Labels: labels.Set{"x": "y"}, Weight: 1},
+		// Placed on a shard that is gone since; d is listed, not a target.
+		{Kind: "gitrepos", Namespace: "apps", Name: "orphan", Shard: "gone", Labelled: true, AssignedShard: "gone", Weight: 1},
+		{Kind: "gitrepos", Namespace: "apps", Name: "starting", Shard: "d", Labelled: true, AssignedShard: "d", Weight: 1},
 	}
 	now := placedAt.Add(time.Hour)
-	in, index := input(State{Placement: p, Targets: []string{"a", "b", "c"}, Draining: []string{"b"}}, objs, now, 7)
+	st := State{Placement: p, Targets: []string{"a", "b", "c"}, Draining: []string{"b"}, Shards: []string{"a", "b", "c", "d"}}
+	in, index := input(st, objs, now, 7, map[string]bool{"gitrepos apps/new": true})
 	assert.Equal(t, 7, in.MaxMoves)
 	assert.Equal(t, time.Minute, in.Cooldown)
 	assert.Equal(t, now, in.Now)
@@ -58,8 +64,11 @@ func TestInput(t *testing.T) {
 	for _, o := range in.Objects {
 		byKey[o.Key] = o
 	}
-	require.Len(t, byKey, 6)
-	assert.Equal(t, balance.Object{Key: "gitrepos apps/new", Movable: true, Weight: 1}, byKey["gitrepos apps/new"])
+	require.Len(t, byKey, 8)
+	assert.Equal(t, balance.Object{Key: "gitrepos apps/new", Movable: true, Weight: 1, Paced: true}, byKey["gitrepos apps/new"],
+		"bumped as it is assigned")
+	assert.False(t, byKey["gitrepos apps/empty-label"].Paced, "served by nobody, starts no work")
+	assert.Equal(t, []string{"b", "gone"}, in.Draining, "what placement put on a gone shard leaves it")
 	assert.Equal(t, balance.Object{Key: "gitrepos apps/placed", Shard: "a", Movable: true, Weight: 3, MovedAt: placedAt}, byKey["gitrepos apps/placed"])
 	assert.False(t, byKey["helmreleases apps/pinned"].Movable, "labelled by a person")
 	assert.False(t, byKey["helmreleases other/outside"].Movable, "out of scope")
@@ -127,6 +136,8 @@ func TestSetWakesOnlyOnChange(t *testing.T) {
 		"draining":     {ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}, Draining: []string{"c"}},
 		"failing over": {ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}, FailingOver: []string{"c"}},
 		"settings":     {ConfigMap: cm, Targets: []string{"a", "b"}},
+		"shards":       {ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}, Shards: []string{"a", "b", "c"}},
+		"served":       {ConfigMap: cm, Placement: on, Targets: []string{"a", "b"}, Served: true},
 		"configmap":    {ConfigMap: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2"}}, Placement: on, Targets: []string{"a", "b"}},
 	} {
 		p.Set(st)
@@ -183,7 +194,7 @@ func TestDerivedKindsAreNeverMoved(t *testing.T) {
 	bundles := source.MappedKind{Resource: schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "bundles"}, Derived: true}
 	p := New(nil, nil, []source.MappedKind{bundles}, nil, nil)
 	assert.Empty(t, p.kinds)
-	in, _ := input(State{Targets: []string{"a"}}, []mapped.Object{{Kind: "bundles", Namespace: "n", Name: "b", Shard: "a", Labelled: true, Derived: true, Weight: 1}}, time.Now(), 10)
+	in, _ := input(State{Targets: []string{"a"}}, []mapped.Object{{Kind: "bundles", Namespace: "n", Name: "b", Shard: "a", Labelled: true, Derived: true, Weight: 1}}, time.Now(), 10, nil)
 	assert.Empty(t, in.Objects, "a Bundle is no load of its own")
 }
 
@@ -248,10 +259,13 @@ type fakeCluster struct {
 	// patches made since.
 	lagging map[string]mapped.Object
 	// fail makes the patches of these objects (by name) fail.
-	fail    map[string]error
-	patches []patchCall
-	gets    []string
-	reads   int
+	fail map[string]error
+	// beforePatch, when set, is called with the shard of every patch as it
+	// arrives, before the cluster applies it.
+	beforePatch func(shard string)
+	patches     []patchCall
+	gets        []string
+	reads       int
 }
 
 func newFakeCluster(objs ...mapped.Object) *fakeCluster {
@@ -309,15 +323,20 @@ func (c *fakeCluster) catchUp() {
 // cache like the API server would: refused (409) when the resourceVersion
 // precondition no longer holds.
 func (c *fakeCluster) Patch(_ context.Context, resource schema.GroupVersionResource, namespace, name string, pt types.PatchType, body []byte) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var m map[string]any
 	if err := json.Unmarshal(body, &m); err != nil {
 		return "", err
 	}
+	call := patchCall{resource: resource, namespace: namespace, name: name, pt: pt, body: m}
+	if c.beforePatch != nil {
+		c.beforePatch(call.shard())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	key := resource.Resource + " " + namespace + "/" + name
 	o, ok := c.objs[key]
-	c.patches = append(c.patches, patchCall{resource: resource, namespace: namespace, name: name, pt: pt, body: m, wasLabelled: o.Labelled})
+	call.wasLabelled = o.Labelled
+	c.patches = append(c.patches, call)
 	if err := c.fail[name]; err != nil {
 		return "", err
 	}
@@ -417,7 +436,7 @@ func TestRoundRelabelsThePlannedMoves(t *testing.T) {
 	st := State{ConfigMap: shardCM, Placement: parsePlacement(t, "namespaces: [apps]"), Targets: []string{"a", "b"}, Draining: []string{"c"}}
 	p.Set(st)
 
-	in, _ := input(st, c.All(), clock, st.Placement.MaxMoves)
+	in, _ := input(st, c.All(), clock, st.Placement.MaxMoves, nil)
 	planned := map[string]string{}
 	for _, m := range balance.Moves(in) {
 		planned[m.Key] = m.To
@@ -465,7 +484,8 @@ func TestRoundPacesDrainsButNotAssignments(t *testing.T) {
 	// A threshold no spread reaches keeps rebalance out: every paced move
 	// here is a drain.
 	pl := parsePlacement(t, "maxMoves: 3\ninterval: 30s\nthreshold: 1000")
-	p.Set(State{ConfigMap: shardCM, Placement: pl, Targets: []string{"a", "b"}})
+	shards := []string{"a", "b", "c"}
+	p.Set(State{ConfigMap: shardCM, Placement: pl, Targets: []string{"a", "b"}, Shards: shards})
 
 	type counted struct{ assigned, paced int }
 	step := func(at time.Duration) (counted, time.Duration) {
@@ -486,7 +506,7 @@ func TestRoundPacesDrainsButNotAssignments(t *testing.T) {
 	// and they take nothing from the budget.
 	n, _ := step(0)
 	assert.Equal(t, counted{assigned: 2}, n, "t0")
-	p.Set(State{ConfigMap: shardCM, Placement: pl, Targets: []string{"a", "b"}, Draining: []string{"c"}})
+	p.Set(State{ConfigMap: shardCM, Placement: pl, Targets: []string{"a", "b"}, Draining: []string{"c"}, Shards: shards})
 	n, next := step(time.Second)
 	assert.Equal(t, counted{paced: 3}, n, "t0+1s: the whole budget, the assignments of t0 notwithstanding")
 	assert.Equal(t, 29*time.Second, next, "the next round is due when the window opens again")
@@ -686,4 +706,173 @@ func TestRoundWaitsForItsRelabels(t *testing.T) {
 	p.round(context.Background())
 	assert.Empty(t, c.takePatches(t), "nor once they show the relabels")
 	assert.Zero(t, p.writes.Len())
+}
+
+// newGitRepos returns n unlabelled GitRepos, "repo-0000" on.
+func newGitRepos(n int) []mapped.Object {
+	out := make([]mapped.Object, 0, n)
+	for i := range n {
+		out = append(out, gitrepo(fmt.Sprintf("repo-%04d", i), ""))
+	}
+	return out
+}
+
+// The shard set withdraws a shard before it asks the API server whether the
+// shard is empty and deletes it. A round that is writing meanwhile must not
+// label anything onto it once the withdrawal has returned: the API server
+// would not have shown that object, and it would be stranded.
+func TestRoundNeverWritesOntoAShardWithdrawnMidRound(t *testing.T) {
+	for name, withdraw := range map[string]func(*Mover){
+		// Before the shard set asks the API server.
+		"restrict": func(p *Mover) { p.Restrict([]string{"a"}) },
+		// After a reconcile.
+		"set": func(p *Mover) {
+			p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a"}, Shards: []string{"a"}})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newFakeCluster(newGitRepos(300)...)
+			clock := t0
+			p := testMover(c, record.NewFakeRecorder(10), &clock)
+			p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a", "b"}, Shards: []string{"a", "b"}})
+
+			var started, withdrawn atomic.Bool
+			var after, ontoWithdrawn atomic.Int32
+			done := make(chan struct{})
+			c.beforePatch = func(shard string) {
+				if withdrawn.Load() {
+					after.Add(1)
+					if shard == "b" {
+						ontoWithdrawn.Add(1)
+					}
+				}
+				if started.CompareAndSwap(false, true) {
+					// b leaves while this first write is in flight.
+					go func() {
+						withdraw(p)
+						withdrawn.Store(true)
+						close(done)
+					}()
+					select {
+					case <-done:
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+			}
+			p.round(context.Background())
+			<-done
+
+			require.Positive(t, after.Load(), "the round went on writing after the withdrawal")
+			assert.Zero(t, ontoWithdrawn.Load(), "writes onto b that started after b was withdrawn")
+
+			c.beforePatch = nil
+			clock = clock.Add(retryAfter)
+			p.round(context.Background())
+			for ref, o := range c.objs {
+				assert.True(t, o.Labelled, "%s: the next round places what the withdrawal left", ref)
+			}
+		})
+	}
+}
+
+// An object that placement put on a shard that has gone since (neither
+// listed nor running) is reconciled by nobody: placement moves it on as it
+// would drain it. An object a person labelled with an unknown ID is pinned
+// and stays, for the operator to see.
+func TestRoundDrainsWhatPlacementPutOnAGoneShard(t *testing.T) {
+	c := newFakeCluster(
+		gitrepo("orphan", "gone"),
+		mapped.Object{Kind: "gitrepos", Namespace: "apps", Name: "typo", ResourceVersion: "3", Shard: "shrad-1", Labelled: true},
+	)
+	rec := record.NewFakeRecorder(10)
+	clock := t0
+	p := testMover(c, rec, &clock)
+	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a"}})
+
+	p.round(context.Background())
+
+	patches := c.takePatches(t)
+	require.Equal(t, []string{"gitrepos apps/orphan"}, slices.Sorted(maps.Keys(patches)), "the orphan moves, the typo stays")
+	assert.Equal(t, "a", patches["gitrepos apps/orphan"].shard())
+	assert.Equal(t, []string{"Normal ObjectsMoved placement moved 1 objects (1 drained) to a: 1; drained from gone: 1"}, events(rec))
+}
+
+// Turning placement on over an estate of GitRepos that already have
+// Bundles: every assignment bumps forceSyncGeneration, which starts a git
+// Job, so the assignments are paced like moves rather than all at once.
+func TestRoundPacesAssignmentsThatStartGitJobs(t *testing.T) {
+	repos := newGitRepos(1000)
+	c := newFakeCluster(repos...)
+	for _, r := range repos {
+		c.add(mapped.Object{Kind: "bundles", Namespace: "apps", Name: r.Name + "-app", ResourceVersion: "3", Derived: true,
+			Labels: labels.Set{"fleet.cattle.io/repo-name": r.Name}})
+		c.full[r.Ref()] = &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": r.Name, "namespace": "apps", "resourceVersion": r.ResourceVersion},
+			"spec":     map[string]any{"forceSyncGeneration": int64(1)},
+		}}
+	}
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(100), &clock)
+	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, "maxMoves: 50\ninterval: 30s"), Targets: []string{"a", "b"}})
+
+	written := 0
+	for _, at := range []time.Duration{0, time.Second, 29 * time.Second, 30 * time.Second, 31 * time.Second} {
+		clock = t0.Add(at)
+		p.round(context.Background())
+		patches := c.takePatches(t)
+		written += len(patches)
+		for ref, call := range patches {
+			assert.Contains(t, call.body, "spec", "%s: bumped as it is assigned", ref)
+		}
+		assert.LessOrEqual(t, written, 50*(int(at/(30*time.Second))+1), "written by t0+%s", at)
+	}
+	assert.Equal(t, 100, written, "two windows of 50")
+}
+
+// While the unsharded controllers run, they serve the objects that have no
+// shard label: assigning those can wait, and is paced after the drains.
+func TestRoundPacesAssignmentsWhileTheUnshardedControllersServe(t *testing.T) {
+	c := newFakeCluster(append(newGitRepos(4), gitrepo("leaving", "c"))...)
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	st := State{ConfigMap: shardCM, Placement: parsePlacement(t, "maxMoves: 3\ninterval: 30s"), Targets: []string{"a", "b"},
+		Draining: []string{"c"}, Shards: []string{"a", "b", "c"}, Served: true}
+	p.Set(st)
+
+	next := p.round(context.Background())
+	patches := c.takePatches(t)
+	assert.Len(t, patches, 3, "the budget")
+	assert.Contains(t, patches, "gitrepos apps/leaving", "the drain first")
+	assert.Equal(t, 30*time.Second, next, "the rest waits for the next window")
+
+	clock = t0.Add(30 * time.Second)
+	p.round(context.Background())
+	assert.Len(t, c.takePatches(t), 2, "the rest")
+
+	// Without them, nothing serves a new object: it is assigned at once.
+	st.Served = false
+	p.Set(st)
+	c.add(newGitRepos(8)[4:]...)
+	clock = t0.Add(31 * time.Second)
+	p.round(context.Background())
+	assert.Len(t, c.takePatches(t), 4, "the budget is spent, yet every new object is assigned")
+}
+
+// A shard failed over for its GitRepos only (gitjob is down, helmops runs)
+// keeps its HelmOps.
+func TestRoundFailsOverOnlyTheKindsThatLeave(t *testing.T) {
+	c := newFakeCluster(
+		mapped.Object{Kind: "gitrepos", Namespace: "apps", Name: "repo", ResourceVersion: "1", Shard: "c", Labelled: true, AssignedShard: "c"},
+		mapped.Object{Kind: "helmops", Namespace: "apps", Name: "chart", ResourceVersion: "2", Shard: "c", Labelled: true, AssignedShard: "c"},
+	)
+	rec := record.NewFakeRecorder(10)
+	clock := t0
+	p := testMover(c, rec, &clock)
+	p.Set(State{ConfigMap: shardCM, Placement: parsePlacement(t, "namespaces: [apps]"), Targets: []string{"a", "b"},
+		FailingOver: []string{"c"}, FailingKinds: map[string][]string{"c": {"gitrepos"}}, Shards: []string{"a", "b", "c"}})
+	p.round(context.Background())
+
+	patches := c.takePatches(t)
+	assert.Contains(t, patches, "gitrepos apps/repo")
+	assert.NotContains(t, patches, "helmops apps/chart", "helmops on c still runs")
 }

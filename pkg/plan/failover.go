@@ -2,38 +2,46 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 )
 
 // Availability is what this process has seen of the listed shards'
 // Deployments, carried from one decision to the next. Failover acts only on
-// what the daemon saw itself: a shard first seen down by a process that has
+// what the daemon saw itself: a copy first seen down by a process that has
 // just started (or been elected) is down for that process from that moment,
 // so it waits a full FailoverAfter before it moves anything.
 type Availability struct {
-	// Unavailable holds, per shard, when this process first saw none of its
-	// Deployments with an Available replica.
+	// Unavailable holds, per shard copy of a source ("namespace/name" of
+	// its Deployment), when this process first saw it with no Available
+	// replica.
 	Unavailable map[string]time.Time
-	// Returned holds, per shard that was down, when this process first saw
-	// it available again. Until FailoverAfter has passed since, it takes
-	// no objects, so that a shard that flaps does not draw load back.
+	// Returned holds, per copy that was down, when this process first saw
+	// it available again. Until FailoverAfter has passed since, its shard
+	// takes no objects, so that a shard that flaps does not draw load back.
 	Returned map[string]time.Time
-	// Had holds, per shard that is down, how many objects were mapped to
-	// it when it went down, so that the status can say how many have left.
+	// Had holds, per "shard/kind" that is failed over, how many objects of
+	// the kind were mapped to the shard when they began to leave, so that
+	// the status can say how many have left.
 	Had map[string]int
 }
 
 // failover is what decideFailover concluded for one decision.
 type failover struct {
-	// down are the listed shards that have been unavailable for
-	// FailoverAfter; failing are those whose objects move (all of down,
-	// unless more than the bound are unavailable, then none).
-	down, failing map[string]bool
-	// recovering shards are available again, but not yet long enough to
-	// take objects.
+	// down are the listed shards on which a copy that some kind needs has
+	// had no Available replica for FailoverAfter; failing are those whose objects
+	// move (all of down, unless more than the bound are unavailable, then
+	// none).
+	down    map[string]outage
+	failing map[string]bool
+	// recovering shards have a copy available again, but not yet long
+	// enough for the shard to take objects.
 	recovering map[string]bool
 	// withheld says why nothing is failed over although shards are down.
 	withheld string
@@ -43,24 +51,71 @@ type failover struct {
 	recheck time.Duration
 }
 
-// available reports whether any of a shard's Deployments has an Available
-// replica: one controller that runs serves the shard.
-func available(deps []*appsv1.Deployment) bool {
-	for _, d := range deps {
-		if d.Status.AvailableReplicas > 0 {
-			return true
+// outage is what is down on one shard: the kinds whose objects leave it,
+// the copies that serve them, and since when the first of those has had
+// no Available replica.
+type outage struct {
+	kinds, copies []string
+	since         time.Time
+}
+
+// shardCopy is one source's copy on a shard, as failover sees it.
+type shardCopy struct {
+	name string
+	// serves are the kinds its controller reconciles; nil is every kind.
+	serves []string
+	// out: no Available replica; down: so for FailoverAfter, since since.
+	out, down bool
+	since     time.Time
+}
+
+func (c shardCopy) servesKind(kind string) bool {
+	return len(c.serves) == 0 || slices.Contains(c.serves, kind)
+}
+
+// outKinds returns, of kinds, those that a copy they need is out for, and
+// whether the shard counts as out: some kind is, or every copy is.
+func outKinds(copies []shardCopy, kinds []string, out func(shardCopy) bool) ([]string, bool) {
+	if !slices.ContainsFunc(copies, func(c shardCopy) bool { return !out(c) }) {
+		return kinds, true
+	}
+	var res []string
+	for _, k := range kinds {
+		if slices.ContainsFunc(copies, func(c shardCopy) bool { return out(c) && c.servesKind(k) }) {
+			res = append(res, k)
 		}
 	}
-	return false
+	return res, len(res) > 0
+}
+
+// movableKinds returns the sorted kinds of the objects mapped to shard
+// that placement may move (derived objects leave with their owners), and
+// those that were failing over before, whose objects may all have left.
+func movableKinds(m Mapped, shard string, had map[string]int) []string {
+	seen := map[string]bool{}
+	for key := range had {
+		if kind, ok := strings.CutPrefix(key, shard+"/"); ok {
+			seen[kind] = true
+		}
+	}
+	for _, o := range m.MappedTo(shard) {
+		if !o.Derived {
+			seen[o.Kind] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // decideFailover updates what this process has seen of the listed shards'
-// availability and decides which are down. Draining shards are left out:
-// they are leaving already. Failover is off without placement or without
-// FailoverAfter, and then nothing is remembered.
+// copies and decides which kinds are down on which shard: those for which
+// a copy they need has had no Available replica for FailoverAfter (a shard
+// whose gitjob crash-loops serves no GitRepo, whatever else runs).
+// Draining shards are left out: they are leaving already. Failover is off
+// without placement or without FailoverAfter, and then nothing is
+// remembered.
 func decideFailover(in Input, running map[string]*inForce) failover {
 	place := in.Config.Placement
-	f := failover{down: map[string]bool{}, failing: map[string]bool{}, recovering: map[string]bool{},
+	f := failover{down: map[string]outage{}, failing: map[string]bool{}, recovering: map[string]bool{},
 		seen: Availability{Unavailable: map[string]time.Time{}, Returned: map[string]time.Time{}, Had: map[string]int{}}}
 	after := place.FailoverAfter
 	if !place.Enabled || after <= 0 {
@@ -72,48 +127,74 @@ func decideFailover(in Input, running map[string]*inForce) failover {
 			f.recheck = max(left, time.Second)
 		}
 	}
+	unavailable := 0
 	for _, shard := range in.Config.Shards {
 		id := shard.ID
 		if in.Config.Draining(id) || running[id] == nil || len(running[id].deployments) == 0 {
 			continue
 		}
-		if !available(running[id].deployments) {
-			since, ok := in.Availability.Unavailable[id]
-			if !ok {
-				since = in.Now
-			}
-			f.seen.Unavailable[id] = since
-			if in.Now.Sub(since) >= after {
-				f.down[id] = true
-				had, ok := in.Availability.Had[id]
+		copies := shardCopies(in.Sources, id, running[id].deployments)
+		for i := range copies {
+			c := &copies[i]
+			if c.out {
+				since, ok := in.Availability.Unavailable[c.name]
 				if !ok {
-					had = total(in.Mapped.Counts(id))
+					since = in.Now
 				}
-				f.seen.Had[id] = had
-			} else {
+				f.seen.Unavailable[c.name], c.since = since, since
+				if c.down = in.Now.Sub(since) >= after; !c.down {
+					wait(since)
+				}
+				continue
+			}
+			// Available. It returns from being down, or keeps returning,
+			// until it has been up for FailoverAfter.
+			since, returning := in.Availability.Returned[c.name]
+			if wasDown, ok := in.Availability.Unavailable[c.name]; ok && in.Now.Sub(wasDown) >= after {
+				since, returning = in.Now, true
+			}
+			if returning && in.Now.Sub(since) < after {
+				f.seen.Returned[c.name] = since
+				f.recovering[id] = true
 				wait(since)
 			}
+		}
+		kinds := movableKinds(in.Mapped, id, in.Availability.Had)
+		if _, out := outKinds(copies, kinds, func(c shardCopy) bool { return c.out }); out {
+			unavailable++
+		}
+		downKinds, down := outKinds(copies, kinds, func(c shardCopy) bool { return c.down })
+		if !down {
 			continue
 		}
-		// Available. It returns from being down, or keeps returning, until
-		// it has been up for FailoverAfter.
-		since, returning := in.Availability.Returned[id]
-		if wasDown, ok := in.Availability.Unavailable[id]; ok && in.Now.Sub(wasDown) >= after {
-			since, returning = in.Now, true
+		o := outage{kinds: downKinds}
+		allDown := !slices.ContainsFunc(copies, func(c shardCopy) bool { return !c.down })
+		for _, c := range copies {
+			if c.down && (allDown || slices.ContainsFunc(downKinds, c.servesKind)) {
+				o.copies = append(o.copies, c.name)
+				if o.since.IsZero() || c.since.Before(o.since) {
+					o.since = c.since
+				}
+			}
 		}
-		if returning && in.Now.Sub(since) < after {
-			f.seen.Returned[id] = since
-			f.recovering[id] = true
-			wait(since)
+		counts := in.Mapped.Counts(id)
+		for _, k := range downKinds {
+			had, ok := in.Availability.Had[id+"/"+k]
+			if !ok {
+				had = counts[k]
+			}
+			f.seen.Had[id+"/"+k] = had
 		}
+		f.down[id] = o
 	}
-	// The bound counts every shard without an Available replica, down or
-	// on its way to it: in an outage of many shards the first to pass
-	// FailoverAfter must not move its objects onto the next to go.
-	if bound := place.MaxDown(len(in.Config.Shards)); len(f.down) > 0 && len(f.seen.Unavailable) > bound {
+	// The bound counts every shard with a kind that a copy it needs is out
+	// for, down or on its way to it: in an outage of many shards the
+	// first to pass FailoverAfter must not move its objects onto the next
+	// to go.
+	if bound := place.MaxDown(len(in.Config.Shards)); len(f.down) > 0 && unavailable > bound {
 		f.withheld = fmt.Sprintf("%d of %d listed shards have no Available replica, more than placement.failoverMaxDown (%s) allows: "+
 			"nothing is failed over, as moving every object onto the few shards left would spread the outage",
-			len(f.seen.Unavailable), len(in.Config.Shards), place.FailoverMaxDown.String())
+			unavailable, len(in.Config.Shards), place.FailoverMaxDown.String())
 	} else {
 		for id := range f.down {
 			f.failing[id] = true
@@ -122,11 +203,47 @@ func decideFailover(in Input, running map[string]*inForce) failover {
 	return f
 }
 
+// StaysOnFailover reports whether o stays on its shard although the shard
+// is failed over: failing holds, per shard, the kinds that leave it
+// (Plan.FailingKinds), and the controller of o's kind runs there.
+func StaysOnFailover(failing map[string][]string, o mapped.Object) bool {
+	kinds, ok := failing[o.Shard]
+	return ok && o.Labelled && !slices.Contains(kinds, o.Kind)
+}
+
+// shardCopies returns the copies of the sources among a shard's
+// Deployments, each with no Available replica or not.
+func shardCopies(sources []SourceState, id string, deps []*appsv1.Deployment) []shardCopy {
+	out := make([]shardCopy, 0, len(deps))
+	for _, d := range deps {
+		c := shardCopy{name: d.Namespace + "/" + d.Name, out: d.Status.AvailableReplicas == 0}
+		for _, s := range sources {
+			if s.Source.Namespace == d.Namespace && s.Source.CloneName(id) == d.Name {
+				c.serves = s.Source.Serves
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 // failedOverMessage says why a shard's objects leave it, and what stays.
-func failedOverMessage(id string, since time.Time, had, left, pinnedCount int, sample []string) string {
-	msg := fmt.Sprintf("shard %s is down: none of its Deployments has had an Available replica since %s; "+
-		"its objects move to the other shards, paced: %d of %d have left, %d are still mapped to it",
-		id, since.UTC().Format(time.RFC3339), max(had-left, 0), had, left)
+func failedOverMessage(id string, o outage, had, left, pinnedCount int, sample []string) string {
+	names := make([]string, len(o.copies))
+	for i, c := range o.copies {
+		_, names[i], _ = strings.Cut(c, "/")
+	}
+	verb := "has"
+	if len(names) > 1 {
+		verb = "have"
+	}
+	what := "objects"
+	if len(o.kinds) > 0 {
+		what = strings.Join(o.kinds, " and ")
+	}
+	msg := fmt.Sprintf("shard %s is down: %s %s had no Available replica since %s; "+
+		"its %s move to the other shards, paced: %d of %d have left, %d are still mapped to it",
+		id, strings.Join(names, ", "), verb, o.since.UTC().Format(time.RFC3339), what, max(had-left, 0), had, left)
 	if pinnedCount > 0 {
 		msg += fmt.Sprintf("; %d pinned objects stay and are stranded while it is down: %s", pinnedCount, strings.Join(sample, ", "))
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -67,7 +68,7 @@ func TestFailoverWaitsAFullFailoverAfterOfItsOwn(t *testing.T) {
 	p = w.decideAt("a,b,c,d", place, t0.Add(time.Minute), p.Availability)
 	assert.Equal(t, []string{"b"}, p.FailingOver)
 	assert.Equal(t, status.StateFailedOver, byID(p)["b"].State)
-	assert.Contains(t, byID(p)["b"].Message, "none of its Deployments has had an Available replica since 2026-11-30T12:00:00Z")
+	assert.Contains(t, byID(p)["b"].Message, "fleet-controller-shard-b, gitjob-shard-b have had no Available replica since 2026-11-30T12:00:00Z")
 	assert.Contains(t, byID(p)["b"].Message, "0 of 2 have left, 2 are still mapped to it")
 
 	// Two of its objects leave: the count of those that left follows.
@@ -80,6 +81,64 @@ func TestFailoverWaitsAFullFailoverAfterOfItsOwn(t *testing.T) {
 	// A new process knows nothing of the past: it waits a minute again.
 	p = w.decideAt("a,b,c,d", place, t0.Add(time.Hour), Availability{})
 	assert.Empty(t, p.FailingOver)
+}
+
+// setCloneAvailable gives shard id's copy of source one Available replica,
+// or none.
+func (w *world) setCloneAvailable(source, id string, up bool) {
+	d := w.deps[ns+"/"+source+"-shard-"+id]
+	require.NotNil(w.t, d, "%s-shard-%s", source, id)
+	d.Status.AvailableReplicas = 0
+	if up {
+		d.Status.AvailableReplicas = 1
+	}
+}
+
+// A shard's controllers serve different kinds: when gitjob is down its
+// GitRepos are served by nobody, although fleet-controller and helmops run.
+// Only the kinds that need the controller that is down leave the shard.
+func TestFailoverIsPerController(t *testing.T) {
+	w := newWorld(t)
+	for i, s := range w.sources {
+		if s.Source.Name == "helmops" {
+			w.sources[i].Live = fixture.HelmOpsController(ns)
+			w.deps[ns+"/helmops"] = w.sources[i].Live
+		}
+	}
+	const place = "failoverAfter: 1m"
+	w.converge(w.decideAt("a,b,c,d", place, t0, Availability{}))
+	w.rollOut()
+	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"apps/one", "apps/two"}, "helmops": {"apps/chart"}}
+	w.setCloneAvailable("gitjob", "b", false)
+
+	p := w.decideAt("a,b,c,d", place, t0, Availability{})
+	assert.Empty(t, p.FailingOver, "first seen down just now")
+	assert.NotContains(t, p.Targets, "b")
+
+	p = w.decideAt("a,b,c,d", place, t0.Add(time.Minute), p.Availability)
+	assert.Equal(t, []string{"b"}, p.FailingOver)
+	assert.Equal(t, status.StateFailedOver, byID(p)["b"].State)
+	assert.Contains(t, byID(p)["b"].Message, "gitjob-shard-b has had no Available replica since 2026-11-30T12:00:00Z")
+	assert.Contains(t, byID(p)["b"].Message, "its gitrepos move to the other shards, paced: 0 of 2 have left, 2 are still mapped to it")
+
+	// fleet-controller going down as well takes the HelmOps with it: no
+	// Bundle of theirs reaches a cluster without it.
+	w.setCloneAvailable("fleet-controller", "b", false)
+	p = w.decideAt("a,b,c,d", place, t0.Add(3*time.Minute), p.Availability)
+	assert.Equal(t, map[string][]string{"b": {"gitrepos"}}, p.FailingKinds, "fleet-controller first seen down just now")
+	p = w.decideAt("a,b,c,d", place, t0.Add(4*time.Minute), p.Availability)
+	assert.Equal(t, map[string][]string{"b": {"gitrepos", "helmops"}}, p.FailingKinds)
+
+	// gitjob comes back while helmops goes down: the HelmOps move, the
+	// GitRepos stay.
+	w.setCloneAvailable("gitjob", "b", true)
+	w.setCloneAvailable("fleet-controller", "b", true)
+	w.setCloneAvailable("helmops", "b", false)
+	p = w.decideAt("a,b,c,d", place, t0.Add(5*time.Minute), p.Availability)
+	assert.Empty(t, p.FailingOver, "helmops first seen down just now")
+	p = w.decideAt("a,b,c,d", place, t0.Add(6*time.Minute), p.Availability)
+	assert.Equal(t, map[string][]string{"b": {"helmops"}}, p.FailingKinds)
+	assert.Contains(t, byID(p)["b"].Message, "its helmops move to the other shards")
 }
 
 func TestFailoverComesBackGradually(t *testing.T) {
@@ -212,8 +271,8 @@ func FuzzFailover(f *testing.F) {
 			for _, id := range p.FailingOver {
 				require.NotContains(t, p.Targets, id)
 				require.NotContains(t, p.Draining, id)
-				since, ok := p.Availability.Unavailable[id]
-				require.True(t, ok)
+				since, ok := p.Availability.Unavailable[ns+"/gitjob-shard-"+id]
+				require.True(t, ok, "with nothing mapped, a shard fails over only when every copy is down")
 				require.GreaterOrEqual(t, now.Sub(since), time.Minute)
 			}
 			seen = p.Availability

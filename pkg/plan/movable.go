@@ -16,6 +16,34 @@ func Movable(p shardconfig.Placement, o mapped.Object) bool {
 	return !o.Derived && p.InScope(o.Namespace, o.Labels) && !o.Pinned() && !o.Deleting
 }
 
+// UnlabelledServed reports whether the unsharded controllers serve the
+// objects that have no shard label: every source's own Deployment that is
+// installed has an available replica. Placement may then take its time to
+// assign them.
+func UnlabelledServed(sources []SourceState) bool {
+	served := false
+	for _, s := range sources {
+		switch {
+		case s.Live == nil: // not installed (an older Fleet's helmops)
+		case s.Live.Status.AvailableReplicas == 0:
+			return false
+		default:
+			served = true
+		}
+	}
+	return served
+}
+
+// ShardIDs returns the IDs of the shards that p decided, listed or still
+// running: an object labelled with any other ID is served by nobody.
+func (p Plan) ShardIDs() []string {
+	out := make([]string, len(p.Shards))
+	for i, s := range p.Shards {
+		out[i] = s.ID
+	}
+	return out
+}
+
 // pinned returns the objects mapped to shard that placement may not move,
 // as "kind namespace/name", and how many there are. Derived objects are not
 // pinned: they leave with the objects they were made from.

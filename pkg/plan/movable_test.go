@@ -193,3 +193,27 @@ func TestMovable(t *testing.T) {
 	assert.False(t, Movable(on, deleting))
 	assert.False(t, Movable(shardconfig.Placement{}, placed), "placement off")
 }
+
+func TestUnlabelledServed(t *testing.T) {
+	w := newWorld(t)
+	assert.False(t, UnlabelledServed(w.sources), "no replica available yet")
+	w.rollOut()
+	assert.True(t, UnlabelledServed(w.sources), "fleet-controller and gitjob run; helmops is not installed")
+	w.deps[ns+"/gitjob"].Status.AvailableReplicas = 0
+	assert.False(t, UnlabelledServed(w.sources), "nothing runs GitRepos without a shard label")
+	assert.False(t, UnlabelledServed(nil))
+}
+
+func TestPlanShardIDs(t *testing.T) {
+	w := newWorld(t)
+	p, err := w.decide("b,a", "")
+	require.NoError(t, err)
+	w.converge(p)
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, p.ShardIDs(), "b is removed, being empty")
+	w.mapped.Objects["c"] = map[string][]string{"gitrepos": {"apps/x"}}
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, p.ShardIDs(), "an ID only objects carry is no shard")
+}

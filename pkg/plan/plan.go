@@ -30,6 +30,9 @@ const sampleSize = 5
 type Mapped interface {
 	// Synced reports whether every mapped kind whose CRD exists is cached.
 	Synced() bool
+	// Failing returns, as "kind: reason", the kinds whose CRD exists but
+	// whose objects cannot be listed: Synced is false while there are any.
+	Failing() []string
 	// Counts returns the number of objects of each kind mapped to shard.
 	Counts(shard string) map[string]int
 	// Sample returns up to n "kind namespace/name" of objects mapped to shard.
@@ -152,6 +155,9 @@ type Removal struct {
 	// to the shard before it writes, and decides again with its answer in
 	// Input.LiveMapped.
 	Check bool
+	// Status is the shard's status line, reported should its deletion
+	// fail (see StatusAfter).
+	Status status.ShardStatus
 }
 
 // Unknown is a shard ID that objects carry but no shard has.
@@ -192,6 +198,9 @@ type Plan struct {
 	// although some are down.
 	FailingOver      []string
 	FailoverWithheld string
+	// FailingKinds holds, per shard in FailingOver, the mapped kinds whose
+	// controllers on it are down: only objects of these kinds leave it.
+	FailingKinds map[string][]string
 	// Availability is Input.Availability brought up to this decision, for
 	// the next one; RecheckAfter, when not 0, is when the next decision is
 	// due although nothing changes (a shard then counts as down, or as back).
@@ -211,14 +220,7 @@ type inForce struct {
 // resumes where it stopped.
 func shardsInForce(sources []SourceState, deployments map[string]*appsv1.Deployment, services map[string]*corev1.Service) map[string]*inForce {
 	out := map[string]*inForce{}
-	shard := func(ns, name, prefix string, o metav1.Object) *inForce {
-		if o.GetNamespace() != ns || !render.IsManaged(o) || !strings.HasPrefix(o.GetName(), prefix) {
-			return nil
-		}
-		id := strings.TrimPrefix(o.GetName(), prefix)
-		if shardconfig.ValidateID(id) != nil {
-			return nil
-		}
+	shard := func(id string) *inForce {
 		if out[id] == nil {
 			out[id] = &inForce{}
 		}
@@ -226,15 +228,14 @@ func shardsInForce(sources []SourceState, deployments map[string]*appsv1.Deploym
 	}
 	for _, s := range sources {
 		for _, d := range deployments {
-			if f := shard(s.Source.Namespace, d.Name, s.Source.Name+"-shard-", d); f != nil {
+			if id, ok := render.DeploymentShard(s.Source, d); ok {
+				f := shard(id)
 				f.deployments = append(f.deployments, d)
 			}
 		}
-		if s.Source.MetricsService == "" {
-			continue
-		}
 		for _, svc := range services {
-			if f := shard(s.Source.Namespace, svc.Name, s.Source.MetricsService+"-shard-", svc); f != nil {
+			if id, ok := render.ServiceShard(s.Source, svc); ok {
+				f := shard(id)
 				f.services = append(f.services, svc)
 			}
 		}
@@ -247,6 +248,23 @@ func shardsInForce(sources []SourceState, deployments map[string]*appsv1.Deploym
 }
 
 func key(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+
+// validateIDLength refuses a list with an ID that parses but is too long
+// for a name the sources derive from it: every write of that shard's
+// copies would fail, on every reconcile.
+func validateIDLength(in Input) error {
+	var set source.Set
+	for _, s := range in.Sources {
+		set.Sources = append(set.Sources, s.Source)
+	}
+	limit := set.IDLimit()
+	for i, s := range in.Config.Shards {
+		if err := limit.Check(s.ID); err != nil {
+			return fmt.Errorf("shards[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
 
 // validateForce checks the force-delete annotation against the shards that
 // exist: naming a shard that is neither listed nor running is a mistake
@@ -391,10 +409,13 @@ func Decide(in Input) (Plan, error) {
 	if in.Config.Auto {
 		in.Config.Shards = autoShards(in, running, synced)
 	}
+	if err := validateIDLength(in); err != nil {
+		return Plan{}, err
+	}
 	if err := validateForce(in, running); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{NewShards: map[string]bool{}}
+	p := Plan{NewShards: map[string]bool{}, FailingKinds: map[string][]string{}}
 	p.NotShardAware = notShardAware(in.Sources)
 	fo := decideFailover(in, running)
 	p.Availability, p.RecheckAfter, p.FailoverWithheld = fo.seen, fo.recheck, fo.withheld
@@ -454,11 +475,17 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 				st.Message = pinnedMessage(in.ConfigMap, shard.ID, n, sample)
 			}
 		case fo.failing[shard.ID]:
+			o := fo.down[shard.ID]
 			p.FailingOver = append(p.FailingOver, shard.ID)
+			p.FailingKinds[shard.ID] = o.kinds
+			had, left := 0, 0
+			for _, k := range o.kinds {
+				had, left = had+fo.seen.Had[shard.ID+"/"+k], left+st.Mapped[k]
+			}
 			n, sample := pinned(place, in.Mapped, shard.ID, sampleSize)
 			st.State = status.StateFailedOver
-			st.Message = failedOverMessage(shard.ID, fo.seen.Unavailable[shard.ID], fo.seen.Had[shard.ID], total(st.Mapped), n, sample)
-		case fo.down[shard.ID]:
+			st.Message = failedOverMessage(shard.ID, o, had, left, n, sample)
+		case !fo.down[shard.ID].since.IsZero():
 			st.Message = fmt.Sprintf("shard %s is down, but is not failed over: %s", shard.ID, fo.withheld)
 		case fo.recovering[shard.ID]:
 			st.Message = fmt.Sprintf("shard %s is back after a failover; it takes objects again once it has been up for %s",
@@ -496,6 +523,9 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 		case !synced:
 			st.State = status.StateWaiting
 			st.Message = "removal waits until the mapped-object caches have synced"
+			if failing := in.Mapped.Failing(); len(failing) > 0 {
+				st.Message += "; these kinds cannot be listed: " + strings.Join(failing, "; ")
+			}
 			p.Shards = append(p.Shards, st)
 			continue
 		case total(counts) > 0 && !force.Allows(id) && place.Enabled:
@@ -521,7 +551,7 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 			p.Shards = append(p.Shards, st)
 			continue
 		}
-		r := Removal{Shard: id}
+		r := Removal{Shard: id, Status: st}
 		if total(counts) > 0 {
 			r.Forced = true
 			r.Mapped = counts
@@ -541,6 +571,39 @@ func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) 
 		r.Check = !force.Allows(id) && len(p.Actions) > deletes
 		p.Removals = append(p.Removals, r)
 	}
+}
+
+// StatusAfter returns the shards' status once the plan has been carried
+// out; failing holds the first error of each shard whose writes failed and
+// are retried. Such a shard is never reported healthy: instead of Active
+// or Pending it is WriteFailing, with the error; a state that has Events
+// of its own keeps it, and its message says why the writes fail; and a
+// removed shard that could not be deleted is reported again, WriteFailing,
+// after the others as decideRemoved orders them.
+func (p Plan) StatusAfter(failing map[string]error) []status.ShardStatus {
+	if len(failing) == 0 {
+		return p.Shards
+	}
+	out := slices.Clone(p.Shards)
+	for _, r := range p.Removals {
+		if failing[r.Shard] != nil {
+			out = append(out, r.Status)
+		}
+	}
+	for i, st := range out {
+		err := failing[st.ID]
+		if err == nil {
+			continue
+		}
+		msg := fmt.Sprintf("writes to shard %s fail and are retried with backoff: %v", st.ID, err)
+		switch st.State {
+		case status.StateActive, status.StatePending, "":
+			out[i].State, out[i].Message = status.StateWriteFailing, msg
+		default:
+			out[i].Message = st.Message + ". Also, " + msg
+		}
+	}
+	return out
 }
 
 // ToCheck returns the shards of the removals that the API server must
@@ -653,15 +716,18 @@ func FormatCounts(counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// ready reports whether a Deployment has rolled out its current spec and
-// all its replicas are available.
+// ready reports whether a Deployment has rolled out its current spec, as
+// kubectl rollout status decides it: every replica is updated and
+// available, and no old replica is left (they may still run the previous
+// version while the new ones are already available).
 func ready(d *appsv1.Deployment) bool {
 	want := int32(1)
 	if d.Spec.Replicas != nil {
 		want = *d.Spec.Replicas
 	}
 	s := d.Status
-	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas >= want && s.AvailableReplicas >= want
+	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas >= want &&
+		s.Replicas <= s.UpdatedReplicas && s.AvailableReplicas >= s.UpdatedReplicas
 }
 
 func total(counts map[string]int) int {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/shardkeeper/shardkeeper/e2e/fixture"
@@ -355,6 +357,64 @@ func TestHandOver(t *testing.T) {
 	assert.Equal(t, []string{"fleet-controller-shard-a"}, kinds(p)[Replace])
 }
 
+// Two sources whose copies' names overlap: "a-shard-b-shard-c" is a-shard-b's
+// copy for shard c, and would be a's for shard "b-shard-c". source.Build
+// refuses such a pair, and the labels on the copies tell them apart anyway.
+func TestClonesAreKnownByTheirLabels(t *testing.T) {
+	w := newWorld(t)
+	w.sources, w.deps = nil, map[string]*appsv1.Deployment{}
+	for _, name := range []string{"a", "a-shard-b"} {
+		live := fixture.Gitjob(ns)
+		live.Name, live.UID, live.ResourceVersion = name, types.UID("uid-"+name), "1"
+		w.deps[ns+"/"+name] = live
+		w.sources = append(w.sources, SourceState{Source: source.Source{Namespace: ns, Name: name, Args: []string{"--shard={shard}"}}, Live: live})
+	}
+
+	p, err := w.decide("c", "")
+	require.NoError(t, err)
+	assert.Equal(t, map[ActionKind][]string{Create: {"a-shard-b-shard-c", "a-shard-c"}}, kinds(p))
+	w.converge(p)
+	for i := 0; i < 3; i++ {
+		p, err = w.decide("c", "")
+		require.NoError(t, err)
+		assert.Empty(t, p.Actions, "a converged shard set writes nothing")
+		assert.Empty(t, p.Removals)
+		require.Len(t, p.Shards, 1)
+		assert.Equal(t, "c", p.Shards[0].ID)
+		w.converge(p)
+	}
+}
+
+// A shard ID may have 40 characters, but Fleet's metrics Service copy
+// "monitoring-fleet-controller-shard-<id>" must fit in 63: a longer ID
+// refuses the whole list, naming the longest allowed, before anything is
+// written.
+func TestIDTooLongForADerivedName(t *testing.T) {
+	w := newWorld(t).withMetricsServices()
+	p, err := w.decide("b,"+strings.Repeat("a", 29), "")
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Actions)
+	for _, a := range p.Actions {
+		if a.Service != nil {
+			assert.Empty(t, validation.IsDNS1035Label(a.Service.Name), a.Ref())
+		} else {
+			assert.Empty(t, validation.IsDNS1123Subdomain(a.Deployment.Name), a.Ref())
+		}
+	}
+
+	// Without the live Service too: it may be installed at any time.
+	for _, w := range []*world{newWorld(t).withMetricsServices(), newWorld(t)} {
+		_, err = w.decide("b,"+strings.Repeat("c", 30), "")
+		assert.EqualError(t, err, `shards[1]: shard ID "`+strings.Repeat("c", 30)+`" is 30 characters long, `+
+			`at most 29 are allowed with the enabled sources (Service monitoring-fleet-controller-shard-<id> must fit in 63 characters)`)
+	}
+
+	// Flux's preset derives nothing longer than the 40 characters any ID may have.
+	fw := fluxWorld(t, true)
+	_, err = fw.decide(strings.Repeat("f", 40), "")
+	assert.NoError(t, err)
+}
+
 func TestUnknownAndNotShardAware(t *testing.T) {
 	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
 	require.NoError(t, err)
@@ -686,4 +746,64 @@ func BenchmarkDecide(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A rollout that has created every new replica still has old ones running
+// until they are scaled down; kubectl rollout status waits for that too.
+func TestReadyWaitsForOldReplicas(t *testing.T) {
+	d := fixture.Gitjob(ns)
+	d.Generation = 2
+	// One new replica up and available, one old one still running.
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 2}
+	assert.False(t, ready(d), "old replicas are still running")
+
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 0}
+	assert.False(t, ready(d), "the new replica is not available yet")
+
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
+	assert.True(t, ready(d))
+}
+
+// A kind that exists but cannot be listed keeps its objects unknown: a
+// removed shard that seems empty is kept, and the status says why.
+func TestRemovalWaitsForAKindThatCannotBeListed(t *testing.T) {
+	w := newWorld(t)
+	p, _ := w.decide("a,b", "")
+	w.converge(p)
+	w.mapped.Unsynced = true
+	w.mapped.FailingKinds = []string{"helmops: discovering fleet.cattle.io/v1alpha1: the server is currently unable to handle the request"}
+
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions, "nothing is deleted")
+	assert.Equal(t, status.StateWaiting, byID(p)["b"].State)
+	assert.Contains(t, byID(p)["b"].Message, "these kinds cannot be listed: helmops: discovering fleet.cattle.io/v1alpha1")
+}
+
+func TestStatusAfterFailedWrites(t *testing.T) {
+	p := Plan{
+		Shards: []status.ShardStatus{
+			{ID: "a", State: status.StateActive, Ready: 2, Desired: 2},
+			{ID: "c", State: status.StateDraining, Message: "shard c is draining"},
+			{ID: "d", State: status.StatePending, Message: "withheld"},
+			{ID: "e", State: status.StateActive},
+		},
+		Removals: []Removal{{Shard: "b", Status: status.ShardStatus{ID: "b", Ready: 1, Desired: 2}}, {Shard: "f"}},
+	}
+	assert.Equal(t, p.Shards, p.StatusAfter(nil))
+
+	denied := errors.New("create Service ns/x: denied")
+	got := p.StatusAfter(map[string]error{"a": denied, "b": denied, "c": denied, "d": denied})
+
+	failing := func(id string) string {
+		return "writes to shard " + id + " fail and are retried with backoff: create Service ns/x: denied"
+	}
+	assert.Equal(t, []status.ShardStatus{
+		{ID: "a", State: status.StateWriteFailing, Ready: 2, Desired: 2, Message: failing("a")},
+		{ID: "c", State: status.StateDraining, Message: "shard c is draining. Also, " + failing("c")},
+		{ID: "d", State: status.StateWriteFailing, Message: failing("d")},
+		{ID: "e", State: status.StateActive},
+		{ID: "b", State: status.StateWriteFailing, Ready: 1, Desired: 2, Message: failing("b")},
+	}, got)
+	assert.Equal(t, status.StateActive, p.Shards[0].State, "the plan itself is left as it is")
 }

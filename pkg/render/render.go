@@ -327,3 +327,38 @@ func KeepSelector(rendered, existing *appsv1.Deployment) (*appsv1.Deployment, bo
 func IsManaged(o metav1.Object) bool {
 	return o.GetLabels()[ManagedByLabel] == ManagedByValue
 }
+
+// DeploymentShard returns the shard whose copy of src the managed
+// Deployment d is, and false when d is no such copy.
+func DeploymentShard(src source.Source, d *appsv1.Deployment) (string, bool) {
+	return shardOf(src, d, src.CloneName)
+}
+
+// ServiceShard returns the shard whose copy of src's metrics Service the
+// managed Service svc is, and false when svc is no such copy.
+func ServiceShard(src source.Source, svc *corev1.Service) (string, bool) {
+	if src.MetricsService == "" {
+		return "", false
+	}
+	return shardOf(src, svc, src.ServiceCloneName)
+}
+
+// shardOf reads the labels that every render sets: they name the source
+// and the shard, which a name cannot tell apart when one source's name
+// begins another's. Only a copy handed over by its managed-by label, not
+// yet updated, lacks them: its name alone says whose it is, which
+// source.Build keeps unambiguous.
+func shardOf(src source.Source, o metav1.Object, cloneName func(shardID string) string) (string, bool) {
+	if o.GetNamespace() != src.Namespace || !IsManaged(o) {
+		return "", false
+	}
+	id, labelled := o.GetLabels()[ShardLabel]
+	if controller, ok := o.GetLabels()[controllerLabel]; ok || labelled {
+		if controller != src.Name || o.GetName() != cloneName(id) {
+			return "", false
+		}
+	} else if id, ok = strings.CutPrefix(o.GetName(), cloneName("")); !ok {
+		return "", false
+	}
+	return id, shardconfig.ValidateID(id) == nil
+}

@@ -310,3 +310,56 @@ func TestKeepSelector(t *testing.T) {
 	_, ok = KeepSelector(rendered, existing)
 	assert.False(t, ok, "a selector that misses the rendered pods forces a replace")
 }
+
+func TestShardOf(t *testing.T) {
+	fleet := sources(t, "fleet")
+	fc, gitjob := fleet["fleet-controller"], fleet["gitjob"]
+	live := fixture.FleetController("cattle-fleet-system")
+	d, err := Render(fc, live, shardconfig.Shard{ID: "b-shard-c"})
+	require.NoError(t, err)
+	id, ok := DeploymentShard(fc, d)
+	assert.True(t, ok)
+	assert.Equal(t, "b-shard-c", id)
+	_, ok = DeploymentShard(gitjob, d)
+	assert.False(t, ok, "another source's copy")
+
+	// A source whose name begins with another's: the labels say whose
+	// copy it is, not the name.
+	long := source.Source{Namespace: fc.Namespace, Name: "fleet-controller-shard-b", Args: []string{"--s={shard}"}}
+	d, err = Render(long, live, shardconfig.Shard{ID: "c"})
+	require.NoError(t, err)
+	_, ok = DeploymentShard(fc, d)
+	assert.False(t, ok, "%s is not fleet-controller's copy for shard b-shard-c", d.Name)
+	id, ok = DeploymentShard(long, d)
+	assert.True(t, ok)
+	assert.Equal(t, "c", id)
+
+	// Handed over, not yet updated: known by its name.
+	handed := live.DeepCopy()
+	handed.Name = "fleet-controller-shard-a"
+	handed.Labels[ManagedByLabel] = ManagedByValue
+	id, ok = DeploymentShard(fc, handed)
+	assert.True(t, ok)
+	assert.Equal(t, "a", id)
+	delete(handed.Labels, ManagedByLabel)
+	_, ok = DeploymentShard(fc, handed)
+	assert.False(t, ok, "not managed")
+
+	// Labels that disagree with the name: a copy of a copy, not ours.
+	d, err = Render(fc, live, shardconfig.Shard{ID: "a"})
+	require.NoError(t, err)
+	d.Name = "fleet-controller-shard-x"
+	_, ok = DeploymentShard(fc, d)
+	assert.False(t, ok)
+
+	svcSrc := fleet["fleet-controller"]
+	svc, err := RenderService(svcSrc, fixture.FleetMetricsServices("cattle-fleet-system")[0], shardconfig.Shard{ID: "a"})
+	require.NoError(t, err)
+	id, ok = ServiceShard(svcSrc, svc)
+	assert.True(t, ok)
+	assert.Equal(t, "a", id)
+	_, ok = ServiceShard(gitjob, svc)
+	assert.False(t, ok)
+	_, ok = ServiceShard(sources(t, "flux")["helm-controller"], svc)
+	assert.False(t, ok, "a source without a metrics Service has no copies of one")
+}

@@ -58,7 +58,8 @@ type Placement struct {
 	// Threshold is the spread between the most and the least loaded shard
 	// that starts a rebalance: a load, or a percentage of the mean load.
 	Threshold intstr.IntOrString
-	// MaxMoves bounds the moves of drains and rebalances per Interval.
+	// MaxMoves bounds the paced moves per Interval: drains, failovers,
+	// rebalances, and the assignments that can wait (see balance.Object.Paced).
 	MaxMoves int
 	// Interval paces the moves.
 	Interval time.Duration

@@ -23,9 +23,12 @@ import (
 
 // apply carries out the plan's Deployment writes, in parallel, and holds
 // the action Events of the shards whose writes all succeeded until the
-// caches show the writes.
-func (c *Controller) apply(p plan.Plan) error {
+// caches show the writes. It returns, besides every error, the first error
+// of each shard whose writes fail for another reason than a stale cache,
+// for its status (see plan.StatusAfter).
+func (c *Controller) apply(p plan.Plan) (failing map[string]error, err error) {
 	errs := make([]error, len(p.Actions))
+	existed := make([]bool, len(p.Actions))
 	var g errgroup.Group
 	limit := c.opts.WriteParallelism
 	if limit <= 0 {
@@ -36,17 +39,25 @@ func (c *Controller) apply(p plan.Plan) error {
 		// Each action's error is kept in errs, never returned to the group:
 		// one failed write must not stop or skip the others.
 		g.Go(func() error {
-			errs[i] = c.write(a)
+			existed[i], errs[i] = c.write(a)
 			return nil
 		})
 	}
 	_ = g.Wait() // always nil: the errors are in errs
 
 	failed := map[string]bool{}
+	failing = map[string]error{}
 	created := map[string][]string{}
 	for i, a := range p.Actions {
 		if errs[i] != nil {
 			failed[a.Shard] = true
+			if failing[a.Shard] == nil && !staleCache(errs[i]) {
+				failing[a.Shard] = errs[i]
+			}
+			continue
+		}
+		if existed[i] {
+			// Another writer created it: not this process's news.
 			continue
 		}
 		if a.Restore {
@@ -84,29 +95,37 @@ func (c *Controller) apply(p plan.Plan) error {
 			c.announceLater(corev1.EventTypeNormal, status.ReasonShardDeleted, "shard %s deleted", r.Shard)
 		}
 	}
-	return errors.Join(errs...)
+	return failing, errors.Join(errs...)
 }
 
-// write performs one action. Deletes carry the UID and resourceVersion seen
-// in the cache as preconditions, so an object that changed hands (or was
-// replaced) since the decision is never deleted on stale grounds.
-func (c *Controller) write(a plan.Action) error {
-	var err error
+// staleCache reports an error that says the decision's cache was behind
+// (the object changed or went away since): the next decision, from a cache
+// that has caught up, writes what is right, so the shard is not failing.
+func staleCache(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}
+
+// write performs one action; existed reports a create that found its object
+// already there, made by another writer. Deletes carry the UID and
+// resourceVersion seen in the cache as preconditions, so an object that
+// changed hands (or was replaced) since the decision is never deleted on
+// stale grounds.
+func (c *Controller) write(a plan.Action) (existed bool, err error) {
 	if a.Service != nil {
-		err = c.writeService(a)
+		existed, err = c.writeService(a)
 	} else {
-		err = c.writeDeployment(a)
+		existed, err = c.writeDeployment(a)
 	}
 	// The Events and the reconcile's own line say what was done; a line
 	// per write is for debugging, and costs nothing when it is off.
 	if err != nil {
 		logrus.WithFields(logrus.Fields{"shard": a.Shard, "object": a.Ref(), "action": a.Kind}).WithError(err).Warn("write failed; will retry")
-		return fmt.Errorf("%s %s: %w", a.Kind, a.Ref(), err)
+		return false, fmt.Errorf("%s %s: %w", a.Kind, a.Ref(), err)
 	}
 	if logrus.IsLevelEnabled(logrus.DebugLevel) {
-		logrus.WithFields(logrus.Fields{"shard": a.Shard, "object": a.Ref(), "action": a.Kind}).Debug("done")
+		logrus.WithFields(logrus.Fields{"shard": a.Shard, "object": a.Ref(), "action": a.Kind, "existed": existed}).Debug("done")
 	}
-	return nil
+	return existed, nil
 }
 
 // preconditions are the UID and resourceVersion that the decision saw.
@@ -126,7 +145,7 @@ const (
 	kindConfigMap  = "ConfigMap"
 )
 
-func (c *Controller) writeService(a plan.Action) error {
+func (c *Controller) writeService(a plan.Action) (bool, error) {
 	svc := a.Service
 	if a.Kind == plan.Update {
 		svc = render.UpdatedService(svc, a.ExistingService)
@@ -134,7 +153,7 @@ func (c *Controller) writeService(a plan.Action) error {
 	return writeObject(c.services, c.writes, kindService, a.Kind, svc)
 }
 
-func (c *Controller) writeDeployment(a plan.Action) error {
+func (c *Controller) writeDeployment(a plan.Action) (bool, error) {
 	d, kind := a.Deployment, a.Kind
 	switch kind {
 	case plan.Update:
@@ -149,11 +168,11 @@ func (c *Controller) writeDeployment(a plan.Action) error {
 
 // writeObject creates, updates or deletes obj through the client of its
 // namespace, and records the write in writes until the cache shows it;
-// what is its kind.
-func writeObject[T metav1.Object](byNS map[string]access[T], writes *expect.Writes, what string, kind plan.ActionKind, obj T) error {
+// what is its kind. It reports a create that found obj already there.
+func writeObject[T metav1.Object](byNS map[string]access[T], writes *expect.Writes, what string, kind plan.ActionKind, obj T) (bool, error) {
 	a, ok := byNS[obj.GetNamespace()]
 	if !ok {
-		return fmt.Errorf("no %s client for namespace %s", what, obj.GetNamespace())
+		return false, fmt.Errorf("no %s client for namespace %s", what, obj.GetNamespace())
 	}
 	key := writeKey(what, obj.GetNamespace(), obj.GetName())
 	switch kind {
@@ -162,25 +181,25 @@ func writeObject[T metav1.Object](byNS map[string]access[T], writes *expect.Writ
 		if apierrors.IsAlreadyExists(err) {
 			// Not this process's (its own creates are expected): its
 			// watch event brings the next reconcile.
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		writes.Created(key, out.GetResourceVersion())
 	case plan.Update:
 		out, err := a.client.Update(obj)
 		if err != nil {
-			return err
+			return false, err
 		}
 		writes.Updated(key, out.GetResourceVersion())
 	case plan.Delete:
 		if err := ignoreNotFound(a.client.Delete(obj.GetNamespace(), obj.GetName(), preconditions(obj))); err != nil {
-			return err
+			return false, err
 		}
 		writes.Deleted(key, obj.GetUID())
 	default:
-		return fmt.Errorf("unknown %s action %q", what, kind)
+		return false, fmt.Errorf("unknown %s action %q", what, kind)
 	}
-	return nil
+	return false, nil
 }

@@ -40,11 +40,17 @@ type Mapped interface {
 // garbage collector asks the API server likewise before it deletes on what
 // its graph says. An error deletes nothing: the reconcile is retried.
 func (c *Controller) confirmRemovals(cm *corev1.ConfigMap, in plan.Input, p plan.Plan) (plan.Plan, error) {
+	if c.opts.Mover != nil {
+		// Before the API server is asked: a relabel onto a shard that
+		// this plan deletes has then either completed, and the answer
+		// shows it, or is never sent.
+		c.opts.Mover.Restrict(p.Targets)
+	}
 	shards := p.ToCheck()
 	if len(shards) == 0 {
 		return p, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, liveTimeout)
 	defer cancel()
 	start := time.Now()
 	live, err := c.mapped.Live(ctx, shards)

@@ -1,6 +1,7 @@
 package shardset
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardkeeper/shardkeeper/e2e/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/mover"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
 
@@ -85,4 +88,81 @@ func TestForcedRemovalDoesNotAsk(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, e.mapped.Asked, "the operator forced it: nothing to confirm")
 	assert.Len(t, e.deployments.requests(), 2)
+}
+
+// placementGate stands for the mover: it records the targets the shard set
+// narrowed placement to, and how often the API server had been asked by
+// then.
+type placementGate struct {
+	mapped      *fixture.MappedTable
+	restricted  [][]string
+	askedBefore []int
+}
+
+func (g *placementGate) Set(mover.State) {}
+
+func (g *placementGate) Restrict(targets []string) {
+	g.restricted = append(g.restricted, targets)
+	g.askedBefore = append(g.askedBefore, len(g.mapped.Asked))
+}
+
+// A relabel onto a removed shard that lands after the API server was asked
+// would strand its object: placement stops writing onto the shard first.
+func TestRemovalWithdrawsTheShardFromPlacementFirst(t *testing.T) {
+	e := removalEnv(t)
+	gate := &placementGate{mapped: e.mapped}
+	e.c.opts.Mover = gate
+
+	_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", ""))
+
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"b"}}, e.mapped.Asked)
+	require.NotEmpty(t, gate.restricted, "placement is narrowed before b is removed")
+	assert.Equal(t, 0, gate.askedBefore[0], "before the API server is asked")
+	assert.NotContains(t, gate.restricted[0], "b")
+}
+
+// A kind that cannot be listed keeps the caches unsynced for as long as it
+// lasts: the status is written anyway, so that it says why nothing is
+// removed.
+func TestOnChangeReportsAKindThatCannotBeListed(t *testing.T) {
+	e := removalEnv(t)
+	e.mapped.Unsynced = true
+	e.mapped.FailingKinds = []string{"helmops: discovering fleet.cattle.io/v1alpha1: the server is currently unable to handle the request"}
+
+	_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", ""))
+
+	require.NoError(t, err)
+	assert.Empty(t, e.deployments.requests(), "no Deployment of b is deleted")
+	st := status.Decode(e.statusMaps.objects[statusKey].Data)
+	require.Len(t, st.Shards, 2)
+	assert.Equal(t, status.StateWaiting, st.Shards[1].State)
+	assert.Contains(t, st.Shards[1].Message, "these kinds cannot be listed: helmops")
+}
+
+// silentAPIServer is a Mapped whose API server never answers a LIST.
+type silentAPIServer struct{ *fixture.MappedTable }
+
+func (silentAPIServer) Live(ctx context.Context, _ []string) (map[string]string, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(5 * time.Second):
+		return nil, errors.New("the LIST outlived the daemon's context")
+	}
+}
+
+func TestShutdownEndsTheReadBeforeARemoval(t *testing.T) {
+	e := removalEnv(t)
+	e.c.mapped = silentAPIServer{e.mapped}
+	ctx, cancel := context.WithCancel(t.Context())
+	e.c.ctx = ctx
+	cancel()
+
+	start := time.Now()
+	_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", ""))
+
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), time.Second, "shutdown does not wait for the API server")
+	assert.Empty(t, e.deployments.requests())
 }

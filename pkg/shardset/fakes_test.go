@@ -271,6 +271,8 @@ type fakeStatusStore struct {
 	// calls are "get|create|update namespace/name".
 	calls []string
 	rv    int
+	// onGet, if set, runs during each Get, as if the request were in flight.
+	onGet func()
 }
 
 func newFakeStatusStore() *fakeStatusStore {
@@ -281,6 +283,9 @@ var configMapsGR = schema.GroupResource{Resource: "configmaps"}
 
 func (f *fakeStatusStore) Get(namespace, name string, _ metav1.GetOptions) (*corev1.ConfigMap, error) {
 	f.calls = append(f.calls, "get "+namespace+"/"+name)
+	if f.onGet != nil {
+		f.onGet()
+	}
 	cm, ok := f.objects[namespace+"/"+name]
 	if !ok {
 		return nil, apierrors.NewNotFound(configMapsGR, name)
@@ -374,10 +379,13 @@ func (e *env) restart(opts Options) *Controller {
 // applyAnnounced applies p and emits its Events on cm, as a reconcile does
 // once its caches show the writes.
 func (e *env) applyAnnounced(cm *corev1.ConfigMap, p plan.Plan) error {
-	err := e.c.apply(p)
+	_, err := e.c.apply(p)
 	e.c.announceSeen(cm)
 	return err
 }
+
+// writeErr is the error of a write, whether its object existed or not.
+func writeErr(_ bool, err error) error { return err }
 
 // events drains the Events recorded so far, as "Type Reason Message".
 func (e *env) events() []string {

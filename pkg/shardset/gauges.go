@@ -12,7 +12,7 @@ import (
 // allStates are exported as 0 when no shard is in them, so that a query
 // for a state finds a series rather than nothing.
 var allStates = []string{status.StateActive, status.StatePending, status.StateBlocked, status.StateWaiting,
-	status.StateConflict, status.StateDraining, status.StateDrained, status.StateFailedOver}
+	status.StateConflict, status.StateDraining, status.StateDrained, status.StateFailedOver, status.StateWriteFailing}
 
 // recordGauges sets the gauges that describe the shard set from a plan.
 // Every series is per shard or per kind, never per object, so /metrics
@@ -45,12 +45,8 @@ type seriesKey struct{ shard, kind string }
 // naming the max IDs with the most objects (ties by ID) and summing the
 // rest under metrics.OtherShards: the IDs come from labels anyone may set.
 func unknownSeries(unknown []plan.Unknown, max int) map[seriesKey]int {
-	sorted := slices.Clone(unknown)
-	slices.SortFunc(sorted, func(a, b plan.Unknown) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Shard, b.Shard))
-	})
 	out := map[seriesKey]int{}
-	for i, u := range sorted {
+	for i, u := range largestFirst(unknown) {
 		shard := u.Shard
 		if i >= max {
 			shard = metrics.OtherShards
@@ -60,4 +56,14 @@ func unknownSeries(unknown []plan.Unknown, max int) map[seriesKey]int {
 		}
 	}
 	return out
+}
+
+// largestFirst sorts a copy of unknown by objects, most first (ties by
+// ID): the metrics and the status name the first IDs of it.
+func largestFirst(unknown []plan.Unknown) []plan.Unknown {
+	sorted := slices.Clone(unknown)
+	slices.SortFunc(sorted, func(a, b plan.Unknown) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Shard, b.Shard))
+	})
+	return sorted
 }

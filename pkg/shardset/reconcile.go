@@ -91,10 +91,10 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 	}
 
 	metrics.ConfigAccepted.Set(1)
-	applyErr := c.apply(p)
+	failing, applyErr := c.apply(p)
 	if c.opts.Mover != nil {
 		c.opts.Mover.Set(mover.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining,
-			FailingOver: p.FailingOver})
+			FailingOver: p.FailingOver, FailingKinds: p.FailingKinds, Shards: p.ShardIDs(), Served: plan.UnlabelledServed(in.Sources)})
 	}
 
 	if applyErr == nil && p.ForceChanged {
@@ -107,7 +107,10 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		// The status and the Events wait for the watch events of these
 		// writes, which bring the next reconcile (see announceSeen).
 		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, unseenRecheck)
-	case c.mapped.Synced():
+	case c.mapped.Synced() || len(c.mapped.Failing()) > 0:
+		// A kind that cannot be listed may stay so for good: the status
+		// must then say why no shard is removed, counts short or not.
+		p.Shards = p.StatusAfter(failing)
 		recordGauges(p)
 		st := status.Status{Shards: p.Shards, Warnings: warnings(p)}
 		if err := c.report(cm, st); err != nil {
@@ -177,7 +180,14 @@ func listCached[T metav1.Object](byNS map[string]access[T], what string) (map[st
 
 func warnings(p plan.Plan) status.Warnings {
 	w := status.Warnings{NotShardAware: p.NotShardAware, RenderErrors: p.RenderErrors, FailoverWithheld: p.FailoverWithheld}
-	for _, u := range p.Unknown {
+	// Bounded as the metrics are: anyone who may label an object can name
+	// any number of IDs.
+	for i, u := range largestFirst(p.Unknown) {
+		if i >= metrics.MaxUnknownShards {
+			w.MoreUnknownShards++
+			w.MoreUnknownObjects += u.Count
+			continue
+		}
 		w.UnknownShards = append(w.UnknownShards, status.UnknownShard{ID: u.Shard, Count: u.Count, Objects: u.Sample})
 	}
 	return w

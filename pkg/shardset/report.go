@@ -20,14 +20,17 @@ import (
 // restarted daemon neither rewrites an unchanged status nor repeats an
 // Event.
 func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
 	if c.reported == nil {
 		r, err := c.readStatus()
 		if err != nil {
 			return err
 		}
-		c.reported, c.seen = r, r.status
+		c.reported = r
+		if c.seen == nil {
+			c.seen = &r.status
+		}
 	}
 	if st.Error != "" {
 		metrics.ConfigAccepted.Set(0)
@@ -41,14 +44,14 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 	// The Events follow every change seen, also those that a paced write
 	// folds away (a shard drained within a second is still news).
 	if cm != nil {
-		for _, e := range status.Changes(c.seen, st) {
+		for _, e := range status.Changes(*c.seen, st) {
 			if e.Reason == status.ReasonShardDeletionBlocked {
 				metrics.BlockedDeletions.Inc()
 			}
 			c.recorder.Event(cm, e.Type, e.Reason, e.Message)
 		}
 	}
-	c.seen = st
+	c.seen = &st
 	if c.reported.exists && maps.Equal(data, c.reported.data) {
 		return nil
 	}
@@ -61,7 +64,6 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 		c.reported = nil // read it again: it may have changed under us
 		return err
 	}
-	c.reported.status = st
 	c.lastStatusWrite = c.now()
 	return nil
 }

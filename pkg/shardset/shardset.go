@@ -48,9 +48,13 @@ type Options struct {
 	ConfigMap types.NamespacedName
 	// Sources are the controllers cloned for every shard.
 	Sources []source.Source
-	// Mover receives what placement needs after every reconcile; nil
+	// Mover receives what placement needs after every reconcile, and the
+	// new targets before a removal is confirmed (see confirmRemovals); nil
 	// when placement is not allowed, and a placement key is then refused.
-	Mover interface{ Set(mover.State) }
+	Mover interface {
+		Set(mover.State)
+		Restrict(targets []string)
+	}
 	// WriteParallelism bounds the writes in flight at once. The clients'
 	// bursts, summed, are the right value: their rate limiters let that
 	// many requests through at once and pace the rest at their QPS, so
@@ -61,6 +65,10 @@ type Options struct {
 
 // Controller reconciles the shard set.
 type Controller struct {
+	// ctx is the daemon's: the API server reads of a reconcile end with
+	// it, so that shutdown does not wait for them. wrangler's handlers
+	// take no context of their own.
+	ctx        context.Context
 	opts       Options
 	configMaps shardConfigMap
 	statusMaps statusStore
@@ -71,14 +79,22 @@ type Controller struct {
 	mapped      Mapped
 	recorder    record.EventRecorder
 
-	mu sync.Mutex
-	// reported is what the status ConfigMap says, nil until read once.
+	// statusMu guards the three fields below. Only report takes it, and
+	// holds it across the status ConfigMap's requests, so that mu, which
+	// the parallel writers take, never waits on one.
+	statusMu sync.Mutex
+	// reported is what the status ConfigMap says, nil until read (again
+	// after a failed write).
 	reported *reportedStatus
 	// seen is the last status decided, written or not: the Events are
-	// derived from its changes.
-	seen status.Status
+	// derived from its changes. It is nil until the status ConfigMap has
+	// been read once, and is not read again: a failed write must not bring
+	// back, as news, changes whose Events were emitted.
+	seen *status.Status
 	// lastStatusWrite paces the status writes.
 	lastStatusWrite time.Time
+
+	mu sync.Mutex
 	// now is the clock of the pacing and of failover; tests set it.
 	now func() time.Time
 	// availability is what this process has seen of the shards'
@@ -125,6 +141,7 @@ func Register(ctx context.Context, opts Options,
 		servicesByNS[ns] = serviceAccess{cache: sc.Cache(), client: sc}
 	}
 	c := newController(opts, configMaps, statusMaps, deploymentsByNS, servicesByNS, mapped, recorder)
+	c.ctx = ctx
 	for _, dc := range deployments {
 		dc.OnChange(ctx, "shardkeeper-deployment", c.onDeployment)
 	}
@@ -147,6 +164,7 @@ func newController(opts Options,
 	recorder record.EventRecorder,
 ) *Controller {
 	return &Controller{
+		ctx:          context.Background(),
 		opts:         opts,
 		configMaps:   configMaps,
 		statusMaps:   statusMaps,

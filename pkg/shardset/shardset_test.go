@@ -156,8 +156,8 @@ func TestRegister(t *testing.T) {
 
 	// The writes go through their namespace's client.
 	for _, ns := range []string{"ns-b", "ns-a"} {
-		require.NoError(t, c.write(plan.Action{Kind: plan.Create, Shard: "x", Deployment: shardDeployment(ns, "gitjob", "x")}))
-		require.NoError(t, c.write(plan.Action{Kind: plan.Create, Shard: "x", Service: shardService(ns, "x")}))
+		require.NoError(t, writeErr(c.write(plan.Action{Kind: plan.Create, Shard: "x", Deployment: shardDeployment(ns, "gitjob", "x")})))
+		require.NoError(t, writeErr(c.write(plan.Action{Kind: plan.Create, Shard: "x", Service: shardService(ns, "x")})))
 		assert.Equal(t, []string{"create " + ns + "/gitjob-shard-x"}, deps[ns].fake.summary())
 		assert.Equal(t, []string{"create " + ns + "/monitoring-fleet-controller-shard-x"}, svcs[ns].fake.summary())
 	}

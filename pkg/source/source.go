@@ -5,6 +5,8 @@ package source
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,13 +65,18 @@ type Source struct {
 	// take, whatever the shard asks for (Fleet's gitjob and
 	// fleet-controller).
 	JobPlacementFrom string
+	// Serves are the mapped kinds (MappedKind.Name) whose objects need the
+	// source's controller, for failover: when its copy on a shard is down,
+	// those objects are not served there, whatever else runs. Empty means
+	// every mapped kind.
+	Serves []string
 }
 
 // Key returns "namespace/name".
 func (s Source) Key() string { return s.Namespace + "/" + s.Name }
 
 // CloneName returns the name of the shard's copy of the source.
-func (s Source) CloneName(shardID string) string { return s.Name + "-shard-" + shardID }
+func (s Source) CloneName(shardID string) string { return s.Name + cloneInfix + shardID }
 
 // ServiceKey returns "namespace/name" of the source's metrics Service, or
 // "" when it has none.
@@ -83,7 +90,81 @@ func (s Source) ServiceKey() string {
 // ServiceCloneName returns the name of the shard's copy of the metrics
 // Service, as Fleet's chart names it: "monitoring-fleet-controller-shard-<id>".
 func (s Source) ServiceCloneName(shardID string) string {
-	return s.MetricsService + "-shard-" + shardID
+	return s.MetricsService + cloneInfix + shardID
+}
+
+// Limits of what a shard ID becomes part of.
+const (
+	// cloneInfix joins a source's name, or its metrics Service's, and a
+	// shard ID in the name of the shard's copy.
+	cloneInfix = "-shard-"
+	// maxDeploymentName leaves room for the "-<pod-template-hash>" (up to
+	// 11 characters) that the Deployment controller appends to name each
+	// ReplicaSet, which must be a DNS-1123 subdomain too.
+	maxDeploymentName = validation.DNS1123SubdomainMaxLength - 11
+	// maxServiceName: a Service's name is a DNS-1035 label.
+	maxServiceName = validation.DNS1035LabelMaxLength
+	// idInName stands for the shard ID in the names IDLimit reports.
+	idInName = "<id>"
+)
+
+// IDLimit is the longest shard ID that the names and label values derived
+// from it allow, and the one derived name that sets that bound.
+type IDLimit struct {
+	// Max is the most characters a shard ID may have.
+	Max int
+	// Name is the derived name or label that sets Max, with "<id>" for the
+	// ID: "Service monitoring-fleet-controller-shard-<id>".
+	Name string
+	// NameMax is the most characters Name may have.
+	NameMax int
+}
+
+// Check returns an error when id is longer than l allows. The shard list
+// is checked when it is read, so that an ID that parses never makes a
+// shard whose writes all fail.
+func (l IDLimit) Check(id string) error {
+	if len(id) <= l.Max {
+		return nil
+	}
+	return fmt.Errorf("shard ID %q is %d characters long, at most %d are allowed with the enabled sources (%s must fit in %d characters)",
+		id, len(id), l.Max, l.Name, l.NameMax)
+}
+
+// IDLimit returns the tightest bound that the sources' derived names set;
+// on a tie, the first source's.
+func (s Set) IDLimit() IDLimit {
+	var out IDLimit
+	for i, src := range s.Sources {
+		if l := src.idLimit(); i == 0 || l.Max < out.Max {
+			out = l
+		}
+	}
+	return out
+}
+
+// idLimit returns the bound that the source's own derived names set: the
+// ID as a label value on every copy and its pods, the copy's name, its pod
+// labels and its metrics Service's name.
+func (s Source) idLimit() IDLimit {
+	out := IDLimit{Max: validation.LabelValueMaxLength, Name: "label value " + idInName, NameMax: validation.LabelValueMaxLength}
+	tighter := func(prefix, template string, max int) {
+		n := strings.Count(template, Placeholder)
+		if n == 0 {
+			return
+		}
+		if l := (max - len(template) + n*len(Placeholder)) / n; l < out.Max {
+			out = IDLimit{Max: l, Name: prefix + strings.ReplaceAll(template, Placeholder, idInName), NameMax: max}
+		}
+	}
+	tighter("Deployment ", s.CloneName(Placeholder), maxDeploymentName)
+	for _, k := range slices.Sorted(maps.Keys(s.PodLabels)) {
+		tighter("pod label "+k+"=", s.PodLabels[k], validation.LabelValueMaxLength)
+	}
+	if s.MetricsService != "" {
+		tighter("Service ", s.ServiceCloneName(Placeholder), maxServiceName)
+	}
+	return out
 }
 
 // MappedKind is an object kind whose label maps its objects to a shard.
@@ -243,7 +324,59 @@ func Build(o Options) (Set, error) {
 		}
 		names[m.Name()] = true
 	}
+	if err := checkCopies(set.Sources); err != nil {
+		return Set{}, err
+	}
 	return set, nil
+}
+
+// checkCopies refuses sources that leave no room for a shard ID in the
+// names of their copies, and sources in one namespace whose copies could
+// have the same name: that would be one object, claimed by two sources,
+// and a copy handed over without shardkeeper's labels is known by its name
+// alone.
+func checkCopies(sources []Source) error {
+	for i, a := range sources {
+		if l := a.idLimit(); l.Max < 1 {
+			return fmt.Errorf("source %s leaves no room for a shard ID: %s must fit in %d characters", a.Key(), l.Name, l.NameMax)
+		}
+		for _, b := range sources[:i] {
+			if a.Namespace != b.Namespace {
+				continue
+			}
+			if err := overlap("Deployment", a.Namespace, b.Name, a.Name); err != nil {
+				return fmt.Errorf("the copies of sources %s and %s could have the same name: %w", b.Key(), a.Key(), err)
+			}
+			switch {
+			case a.MetricsService == "" || b.MetricsService == "":
+			case a.MetricsService == b.MetricsService:
+				return fmt.Errorf("sources %s and %s have the same metrics Service %s/%s: its copies for a shard would be one Service",
+					b.Key(), a.Key(), a.Namespace, a.MetricsService)
+			default:
+				if err := overlap("Service", a.Namespace, b.MetricsService, a.MetricsService); err != nil {
+					return fmt.Errorf("the metrics Service copies of sources %s and %s could have the same name: %w", b.Key(), a.Key(), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// overlap returns an error when the copies of the objects named x and y
+// can have the same name, "<x>-shard-<id>" = "<y>-shard-<id'>": that is
+// when one of x and y with the infix begins the other's.
+func overlap(kind, namespace, x, y string) error {
+	px, py := x+cloneInfix, y+cloneInfix
+	if len(px) > len(py) {
+		x, y, px, py = y, x, py, px
+	}
+	if !strings.HasPrefix(py, px) {
+		return nil
+	}
+	const id = "1"
+	name := py + id
+	return fmt.Errorf("%s %s/%s would be the copy of %s/%s for shard %q and of %s/%s for shard %q",
+		kind, namespace, name, namespace, x, name[len(px):], namespace, y, id)
 }
 
 // setOnSource applies a "NAMESPACE/NAME=VALUE" flag to the source it names.
@@ -298,10 +431,17 @@ func fleetSources(ns string) []Source {
 			MetricsService: "monitoring-" + name,
 		}
 	}
+	controller := base("fleet-controller")
+	// A GitRepo or HelmOp reaches no cluster without fleet-controller,
+	// which turns its Bundles into BundleDeployments.
+	controller.Serves = []string{"gitrepos", "helmops", "bundles", "bundledeployments"}
 	gitjob := base("gitjob")
 	gitjob.NodeSelectorFlag = "--shard-node-selector"
 	gitjob.JobPlacementFrom = "fleet-controller"
-	return []Source{base("fleet-controller"), gitjob, base("helmops")}
+	gitjob.Serves = []string{"gitrepos"}
+	helmops := base("helmops")
+	helmops.Serves = []string{"helmops"}
+	return []Source{controller, gitjob, helmops}
 }
 
 func fluxSources(ns string) []Source {
@@ -311,6 +451,7 @@ func fluxSources(ns string) []Source {
 		Container:   "manager",
 		Args:        []string{fluxSelectorFlag + "=" + FluxShardKeyLabel + "=" + Placeholder},
 		RequiredArg: fluxSelectorFlag + "=!" + FluxShardKeyLabel,
+		Serves:      []string{"helmreleases"},
 	}}
 }
 

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,11 +89,61 @@ func TestBuildRejects(t *testing.T) {
 		{"service without name", Options{Presets: []string{"fleet"}, MetricsServices: []string{"cattle-fleet-system/gitjob="}}, "NAMESPACE/NAME=VALUE"},
 		{"service bad name", Options{Presets: []string{"fleet"}, FleetNamespace: "f", MetricsServices: []string{"f/gitjob=Bad_Svc"}}, "Service name"},
 		{"required arg not a flag", Options{Presets: []string{"flux"}, FluxNamespace: "f", RequiredArgs: []string{"f/helm-controller=selector"}}, "must start with -"},
+		{"copies' names overlap", Options{Custom: []string{"ns/a=--s={shard}", "ns/a-shard-b=--s={shard}"}},
+			`the copies of sources ns/a and ns/a-shard-b could have the same name: Deployment ns/a-shard-b-shard-1 would be the copy of ns/a for shard "b-shard-1" and of ns/a-shard-b for shard "1"`},
+		{"copies' names overlap, shorter", Options{Custom: []string{"ns/a-shard=--s={shard}", "ns/a=--s={shard}"}},
+			`Deployment ns/a-shard-shard-1 would be the copy of ns/a for shard "shard-1" and of ns/a-shard for shard "1"`},
+		{"Service copies' names overlap", Options{Custom: []string{"ns/x=--s={shard}", "ns/y=--s={shard}"}, MetricsServices: []string{"ns/x=m", "ns/y=m-shard-2"}},
+			`Service ns/m-shard-2-shard-1 would be the copy of ns/m for shard "2-shard-1" and of ns/m-shard-2 for shard "1"`},
+		{"Service shared", Options{Custom: []string{"ns/x=--s={shard}", "ns/y=--s={shard}"}, MetricsServices: []string{"ns/x=m", "ns/y=m"}},
+			`sources ns/x and ns/y have the same metrics Service ns/m`},
+		{"no room for an ID", Options{Custom: []string{"ns/x=--s={shard}"}, MetricsServices: []string{"ns/x=" + strings.Repeat("m", 56)}},
+			`source ns/x leaves no room for a shard ID: Service ` + strings.Repeat("m", 56) + `-shard-<id> must fit in 63 characters`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Build(tt.opts)
 			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestBuildAllowsOverlapInOtherNamespaces(t *testing.T) {
+	_, err := Build(Options{Custom: []string{"ns1/a=--s={shard}", "ns2/a-shard-b=--s={shard}"},
+		MetricsServices: []string{"ns1/a=m", "ns2/a-shard-b=m"}})
+	assert.NoError(t, err)
+}
+
+func TestIDLimit(t *testing.T) {
+	build := func(o Options) Set {
+		t.Helper()
+		set, err := Build(o)
+		require.NoError(t, err)
+		return set
+	}
+	tests := []struct {
+		name string
+		set  Set
+		want IDLimit
+	}{
+		{"fleet", build(Options{Presets: []string{"fleet"}, FleetNamespace: "cattle-fleet-system"}),
+			IDLimit{Max: 29, Name: "Service monitoring-fleet-controller-shard-<id>", NameMax: 63}},
+		{"fleet and flux", build(Options{Presets: []string{"flux", "fleet"}}),
+			IDLimit{Max: 29, Name: "Service monitoring-fleet-controller-shard-<id>", NameMax: 63}},
+		{"flux: the ID is a label value", build(Options{Presets: []string{"flux"}}),
+			IDLimit{Max: 63, Name: "label value <id>", NameMax: 63}},
+		{"a metrics Service", build(Options{Presets: []string{"flux"}, FluxNamespace: "f", Custom: []string{"f/kc=--s={shard}"},
+			MetricsServices: []string{"f/kc=kustomize-controller-metrics-service"}}),
+			IDLimit{Max: 20, Name: "Service kustomize-controller-metrics-service-shard-<id>", NameMax: 63}},
+		{"a pod label", Set{Sources: []Source{{Name: "c", PodLabels: map[string]string{"x": "pool-{shard}-of-{shard}"}}}},
+			IDLimit{Max: 27, Name: "pod label x=pool-<id>-of-<id>", NameMax: 63}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.set.IDLimit()
+			assert.Equal(t, tt.want, got)
+			assert.NoError(t, got.Check(strings.Repeat("a", got.Max)))
+			assert.ErrorContains(t, got.Check(strings.Repeat("a", got.Max+1)), "at most")
 		})
 	}
 }

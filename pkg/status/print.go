@@ -81,6 +81,9 @@ func printTable(w io.Writer, s Status, wide bool) error {
 	for _, u := range s.Warnings.UnknownShards {
 		fmt.Fprintf(w, "\nWarning: %s\n", unknownMessage(u))
 	}
+	if s.Warnings.MoreUnknownShards > 0 {
+		fmt.Fprintf(w, "\nWarning: %s\n", moreUnknownMessage(s.Warnings))
+	}
 	for _, src := range s.Warnings.NotShardAware {
 		fmt.Fprintf(w, "\nWarning: %s\n", notShardAwareMessage(src))
 	}

@@ -29,6 +29,12 @@ const (
 	// objects to the other shards. It stays listed, its Deployments as
 	// they are.
 	StateFailedOver = "FailedOver"
+	// StateWriteFailing: a write to the shard's Deployments or Services
+	// failed for another reason than a stale cache, and is retried with
+	// backoff; the message carries the error. It takes the place of Active
+	// and Pending (the other states keep theirs, and their Events), and of
+	// a removed shard whose deletion fails.
+	StateWriteFailing = "WriteFailing"
 )
 
 // ShardStatus is one shard's line in the status.

@@ -50,6 +50,9 @@ const (
 	// ReasonGitJobPlacementMismatch: a shard's git Jobs cannot run where
 	// the shard asks (Fleet gives them fleet-controller's placement).
 	ReasonGitJobPlacementMismatch = "GitJobPlacementMismatch"
+	// ReasonShardWriteFailed: a shard entered StateWriteFailing; it is
+	// emitted once for it, not per retry.
+	ReasonShardWriteFailed = "ShardWriteFailed"
 	// Failover: a shard went down and its objects are moving away, it came
 	// back, or shards are down but none is failed over (too many at once).
 	reasonShardUnavailable = "ShardUnavailable"
@@ -59,8 +62,14 @@ const (
 
 // Warnings are the cluster-wide findings that are not a shard's state.
 type Warnings struct {
-	UnknownShards []UnknownShard  `json:"unknownShards,omitempty"`
-	NotShardAware []NotShardAware `json:"notShardAware,omitempty"`
+	// UnknownShards are the unknown shard IDs with the most objects, and
+	// MoreUnknownShards and MoreUnknownObjects count the others and their
+	// objects: the IDs come from labels anyone may set, and the status
+	// must stay within an object's size limit.
+	UnknownShards      []UnknownShard  `json:"unknownShards,omitempty"`
+	MoreUnknownShards  int             `json:"moreUnknownShards,omitempty"`
+	MoreUnknownObjects int             `json:"moreUnknownObjects,omitempty"`
+	NotShardAware      []NotShardAware `json:"notShardAware,omitempty"`
 	// FailoverWithheld says why no shard is failed over although some are
 	// down.
 	FailoverWithheld string   `json:"failoverWithheld,omitempty"`
@@ -180,6 +189,12 @@ func Changes(old, cur Status) []Event {
 			if !had || p.State != StateFailedOver {
 				out = append(out, Event{corev1.EventTypeWarning, reasonShardUnavailable, s.Message})
 			}
+		case StateWriteFailing:
+			// The error may read differently on each retry; only the
+			// start of the failure is news.
+			if !had || p.State != StateWriteFailing {
+				out = append(out, Event{corev1.EventTypeWarning, ReasonShardWriteFailed, s.Message})
+			}
 		}
 		if had && p.State == StateFailedOver && s.State != StateFailedOver {
 			out = append(out, Event{corev1.EventTypeNormal, reasonShardRecovered,
@@ -197,6 +212,9 @@ func Changes(old, cur Status) []Event {
 		if !known[u.ID] {
 			out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, unknownMessage(u)})
 		}
+	}
+	if cur.Warnings.MoreUnknownShards > 0 && old.Warnings.MoreUnknownShards == 0 {
+		out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, moreUnknownMessage(cur.Warnings)})
 	}
 	for _, src := range cur.Warnings.NotShardAware {
 		if !slices.Contains(old.Warnings.NotShardAware, src) {
@@ -224,6 +242,12 @@ func notShardAwareMessage(n NotShardAware) string {
 func unknownMessage(u UnknownShard) string {
 	return fmt.Sprintf("%d object(s) carry shard ID %q, which is not configured, so nothing reconciles them (%s); add the shard or relabel them",
 		u.Count, u.ID, strings.Join(u.Objects, ", "))
+}
+
+// moreUnknownMessage counts the unknown shard IDs beyond those named.
+func moreUnknownMessage(w Warnings) string {
+	return fmt.Sprintf("and %d more shard IDs that are not configured, on %d object(s); the status names the %d with the most objects",
+		w.MoreUnknownShards, w.MoreUnknownObjects, len(w.UnknownShards))
 }
 
 func newItems(old, cur []string) []string {

@@ -91,3 +91,24 @@ func TestChangesOfFailover(t *testing.T) {
 	assert.Equal(t, []string{reasonFailoverWithheld}, reasons(Changes(active, withheld)))
 	assert.Empty(t, Changes(withheld, withheld))
 }
+
+func TestChangesOfWriteFailures(t *testing.T) {
+	active := Status{Shards: []ShardStatus{{ID: "a", State: StateActive}}}
+	failing := Status{Shards: []ShardStatus{{ID: "a", State: StateWriteFailing, Message: "denied: attempt 1"}}}
+	stillFailing := Status{Shards: []ShardStatus{{ID: "a", State: StateWriteFailing, Message: "denied: attempt 2"}}}
+	assert.Equal(t, []string{ReasonShardWriteFailed}, reasons(Changes(active, failing)))
+	assert.Empty(t, Changes(failing, stillFailing), "a retry that fails again is no news")
+	assert.Empty(t, Changes(stillFailing, active))
+}
+
+func TestChangesOfUnknownShardsBeyondTheNamed(t *testing.T) {
+	named := Warnings{UnknownShards: []UnknownShard{{ID: "x", Count: 3}}}
+	more := named
+	more.MoreUnknownShards, more.MoreUnknownObjects = 2, 2
+	evs := Changes(Status{Warnings: named}, Status{Warnings: more})
+	require.Len(t, evs, 1)
+	assert.Equal(t, "and 2 more shard IDs that are not configured, on 2 object(s); the status names the 1 with the most objects", evs[0].Message)
+	even := more
+	even.MoreUnknownShards, even.MoreUnknownObjects = 200, 300
+	assert.Empty(t, Changes(Status{Warnings: more}, Status{Warnings: even}), "the count is in the status, not a new Event")
+}

@@ -212,6 +212,45 @@ mappedKinds are list, watch (and patch with placement), nothing more.
 {{- end -}}
 
 {{/*
+The longest shard ID that the enabled sources allow, as source.Set.IDLimit
+computes it, in JSON: {"max": N, "name": "<derived name>", "nameMax": 63}.
+Only the metrics Services' copies, "<service>-shard-<id>" in 63 characters,
+can allow fewer than the 40 characters of any ID: a Deployment's name (at
+most 63 characters) leaves 172 for it, and the presets' pod labels are the
+ID alone. The sources come in the daemon's order (the presets, then
+extraSources), each with its Service as extraSourceMetricsServices sets it,
+so that a tie names the Service the daemon names.
+*/}}
+{{- define "shardkeeper.idLimit" -}}
+{{- $keys := list -}}
+{{- $services := dict -}}
+{{- if .Values.presets.fleet.enabled -}}
+{{- range list "fleet-controller" "gitjob" "helmops" -}}
+{{- $key := printf "%s/%s" $.Values.presets.fleet.namespace . -}}
+{{- $keys = append $keys $key -}}
+{{- $_ := set $services $key (printf "monitoring-%s" .) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.presets.flux.enabled -}}
+{{- $keys = append $keys (printf "%s/helm-controller" .Values.presets.flux.namespace) -}}
+{{- end -}}
+{{- range .Values.extraSources -}}
+{{- $keys = append $keys (regexReplaceAll "^([^:=]+).*$" . "${1}") -}}
+{{- end -}}
+{{- range .Values.extraSourceMetricsServices -}}
+{{- $_ := set $services (regexReplaceAll "=.*$" . "") (regexReplaceAll "^[^=]*=" . "") -}}
+{{- end -}}
+{{- $limit := dict "max" 40 "name" "" "nameMax" 63 -}}
+{{- range $keys -}}
+{{- $svc := get $services . -}}
+{{- if and $svc (lt (sub 56 (len $svc) | int) (int $limit.max)) -}}
+{{- $limit = dict "max" (sub 56 (len $svc) | int) "name" (printf "Service %s-shard-<id>" $svc) "nameMax" 63 -}}
+{{- end -}}
+{{- end -}}
+{{- $limit | toJson -}}
+{{- end -}}
+
+{{/*
 The shard IDs of .Values.shards as a JSON list, failing on an invalid ID, a
 duplicate, an unknown per-shard field or more than 500 shards. The schema
 checks the same for the plain forms; this also covers a YAML list given as
@@ -236,6 +275,7 @@ one string (as the Rancher form gives it).
 {{- $items = list (toString $v) -}}
 {{- end -}}
 {{- $ids := list -}}
+{{- $limit := include "shardkeeper.idLimit" . | fromJson -}}
 {{- $allowed := list "id" "nodeSelector" "tolerations" "resources" "replicas" -}}
 {{- range $i, $item := $items -}}
 {{- $id := $item -}}
@@ -252,6 +292,9 @@ one string (as the Rancher form gives it).
 {{- end -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$" $id) -}}
 {{- fail (printf "shards[%d]: %q is not a valid shard ID: use 1 to 40 lower-case letters, digits and '-', starting and ending with a letter or digit" $i $id) -}}
+{{- end -}}
+{{- if gt (len $id) (int $limit.max) -}}
+{{- fail (printf "shards[%d]: shard ID %q is %d characters long, at most %d are allowed with the enabled sources (%s must fit in %d characters)" $i $id (len $id) (int $limit.max) $limit.name (int $limit.nameMax)) -}}
 {{- end -}}
 {{- if has $id $ids -}}
 {{- fail (printf "shards[%d]: shard %q is listed twice" $i $id) -}}
