@@ -173,7 +173,9 @@ func TestPlacement(t *testing.T) {
 	t.Run("new objects are spread over the shards", func(t *testing.T) {
 		s.t = t
 		var loads map[string]int
-		eventually(t, 2*time.Minute, "300 objects assigned", func() error {
+		// The unsharded controllers serve unlabelled objects here, so the
+		// assignments are paced: 300 at maxMoves per 2s take a minute.
+		eventually(t, 4*time.Minute, "300 objects assigned", func() error {
 			loads, _ = s.loads()
 			if loads["p1"]+loads["p2"]+loads["p3"] != 300 {
 				return fmt.Errorf("loads %v", loads)
@@ -359,7 +361,8 @@ func TestPlacementFailover(t *testing.T) {
 	s.setPlacement("f1,f2,f3", settings)
 	s.waitShards(ids...)
 	s.unlabelled(gitRepos, "repo", 30)
-	eventually(t, time.Minute, "30 objects placed", func() error {
+	// Paced, as the unsharded controllers run: 30 at 2 per 2s.
+	eventually(t, 2*time.Minute, "30 objects placed", func() error {
 		if loads, _ := s.loads(); loads["f1"]+loads["f2"]+loads["f3"] != 30 {
 			return fmt.Errorf("loads %v", loads)
 		}
