@@ -34,16 +34,6 @@ func UnlabelledServed(sources []SourceState) bool {
 	return served
 }
 
-// ShardIDs returns the IDs of the shards that p decided, listed or still
-// running: an object labelled with any other ID is served by nobody.
-func (p Plan) ShardIDs() []string {
-	out := make([]string, len(p.Shards))
-	for i, s := range p.Shards {
-		out[i] = s.ID
-	}
-	return out
-}
-
 // pinned returns the objects mapped to shard that placement may not move,
 // as "kind namespace/name", and how many there are. Derived objects are not
 // pinned: they leave with the objects they were made from.

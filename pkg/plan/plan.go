@@ -606,6 +606,16 @@ func (p Plan) StatusAfter(failing map[string]error) []status.ShardStatus {
 	return out
 }
 
+// ShardIDs returns the IDs of the shards that p decided, listed or still
+// running: an object labelled with any other ID is served by nobody.
+func (p Plan) ShardIDs() []string {
+	out := make([]string, len(p.Shards))
+	for i, s := range p.Shards {
+		out[i] = s.ID
+	}
+	return out
+}
+
 // ToCheck returns the shards of the removals that the API server must
 // confirm before the plan is carried out (Removal.Check), sorted.
 func (p Plan) ToCheck() []string {
