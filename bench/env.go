@@ -19,8 +19,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // The users of the measured clients, each with a static token of its own
@@ -152,10 +152,10 @@ var memoryKinds = []struct {
 	gvr   schema.GroupVersionResource
 	label string
 }{
-	{fixture.GitRepos, source.FleetShardRefLabel},
-	{fixture.HelmReleases, source.FluxShardKeyLabel},
-	{fixture.Bundles, source.FleetShardRefLabel},
-	{fixture.BundleDeployments, source.FleetShardRefLabel},
+	{testfixture.GitRepos, source.FleetShardRefLabel},
+	{testfixture.HelmReleases, source.FluxShardKeyLabel},
+	{testfixture.Bundles, source.FleetShardRefLabel},
+	{testfixture.BundleDeployments, source.FleetShardRefLabel},
 }
 
 // setup creates the namespaces, the mapped kinds' CRDs, the source
@@ -180,8 +180,8 @@ func (e *env) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, gvr := range []schema.GroupVersionResource{fixture.GitRepos, fixture.HelmOps, fixture.Bundles, fixture.BundleDeployments, fixture.HelmReleases} {
-		_, err := e.dyn.Resource(fixture.CRDs).Create(ctx, fixture.CRD(gvr), metav1.CreateOptions{})
+	for _, gvr := range []schema.GroupVersionResource{testfixture.GitRepos, testfixture.HelmOps, testfixture.Bundles, testfixture.BundleDeployments, testfixture.HelmReleases} {
+		_, err := e.dyn.Resource(testfixture.CRDs).Create(ctx, testfixture.CRD(gvr), metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating CRD %s: %w", gvr.Resource, err)
 		}
@@ -210,7 +210,7 @@ func (e *env) setup(ctx context.Context) error {
 // sources are Fleet's and Flux's controllers as the fixture shapes them,
 // run as the namespace's default ServiceAccount.
 func sources() []*appsv1.Deployment {
-	out := []*appsv1.Deployment{fixture.FleetController(fleetNS), fixture.Gitjob(fleetNS), fixture.HelmOpsController(fleetNS), fixture.HelmController(fluxNS, true)}
+	out := []*appsv1.Deployment{testfixture.FleetController(fleetNS), testfixture.Gitjob(fleetNS), testfixture.HelmOpsController(fleetNS), testfixture.HelmController(fluxNS, true)}
 	for _, d := range out {
 		d.Spec.Template.Spec.ServiceAccountName = ""
 	}

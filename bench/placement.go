@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/yaml"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // The placement part's namespaces: the daemon places the objects of the
@@ -56,8 +56,8 @@ var placementKinds = []struct {
 	gvr   schema.GroupVersionResource
 	label string
 }{
-	{fixture.GitRepos, source.FleetShardRefLabel},
-	{fixture.HelmReleases, source.FluxShardKeyLabel},
+	{testfixture.GitRepos, source.FleetShardRefLabel},
+	{testfixture.HelmReleases, source.FluxShardKeyLabel},
 }
 
 // placementIDs returns the IDs of n placement shards: p00, p01, ...
@@ -360,7 +360,7 @@ func (b *bench) placementReference(ctx context.Context, ids []string, r int, run
 
 // placeObjects starts a watch on the mapped kinds of ns, creates
 // b.placementObjects objects there without a shard label (half GitRepos,
-// half HelmReleases, as fixture.Object makes them) with b.writers writers
+// half HelmReleases, as testfixture.Object makes them) with b.writers writers
 // at b.writeQPS, and waits until every one carries a shard label. It
 // returns the time of the first create, of the last create's response and
 // of the watch event that brought the last label, with the label each
@@ -417,7 +417,7 @@ func (b *bench) placeObjects(ctx context.Context, ns, prefix string, abort conte
 }
 
 // createUnlabelled creates n objects prefix-000000, ... in ns, alternately
-// GitRepos and HelmReleases, each fixture.Object without its shard label,
+// GitRepos and HelmReleases, each testfixture.Object without its shard label,
 // with b.writers concurrent writers at b.writeQPS (as the scale part's).
 func (b *bench) createUnlabelled(ctx context.Context, ns, prefix string, n int) error {
 	dyn, err := dynamic.NewForConfig(b.env.config(float32(b.writeQPS), b.writeQPS))
@@ -426,7 +426,7 @@ func (b *bench) createUnlabelled(ctx context.Context, ns, prefix string, n int) 
 	}
 	return b.inParallel(ctx, 0, n, func(i int) error {
 		k := placementKinds[i%2]
-		obj := fixture.Object(k.gvr, ns, fmt.Sprintf("%s-%06d", prefix, i), k.label, "")
+		obj := testfixture.Object(k.gvr, ns, fmt.Sprintf("%s-%06d", prefix, i), k.label, "")
 		obj.SetLabels(nil)
 		return createRetried(ctx, dyn, k.gvr, obj)
 	})

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // createObjects creates the mapped objects [from, to) with b.writers
@@ -48,7 +48,7 @@ func (b *bench) createObjects(ctx context.Context, from, to int) (float64, error
 		k := memoryKinds[i%len(memoryKinds)]
 		j := i / len(memoryKinds)
 		ns := fmt.Sprintf("%s%d", objNSBase, j%objNSs)
-		obj := fixture.Object(k.gvr, ns, fmt.Sprintf("obj-%06d", i), k.label, fmt.Sprintf("s%03d", j%b.scaleShards))
+		obj := testfixture.Object(k.gvr, ns, fmt.Sprintf("obj-%06d", i), k.label, fmt.Sprintf("s%03d", j%b.scaleShards))
 		if err := createRetried(ctx, dyn, k.gvr, obj); err != nil {
 			return err
 		}

@@ -39,8 +39,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // The chart and the manifests rendered from it, relative to this package,
@@ -462,11 +462,11 @@ func (r chartRBAC) check(t *testing.T) {
 		})
 	}
 	assertForbidden(t, "create a GitRepo", func() error {
-		_, err := asDyn.Resource(gitRepos).Namespace(r.namespace).Create(ctx, fixture.Object(gitRepos, r.namespace, "sa-made", fleetLabel, "x"), metav1.CreateOptions{})
+		_, err := asDyn.Resource(gitRepos).Namespace(r.namespace).Create(ctx, testfixture.Object(gitRepos, r.namespace, "sa-made", fleetLabel, "x"), metav1.CreateOptions{})
 		return err
 	})
 	name := "admin-made-" + r.serviceAccount
-	if _, err := dyn.Resource(gitRepos).Namespace(r.namespace).Create(ctx, fixture.Object(gitRepos, r.namespace, name, fleetLabel, "x"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := dyn.Resource(gitRepos).Namespace(r.namespace).Create(ctx, testfixture.Object(gitRepos, r.namespace, name, fleetLabel, "x"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	assertForbidden(t, "update a GitRepo", func() error {

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // crashSeeds are the storms `make test` runs, fixed so that a run is
@@ -58,7 +58,7 @@ func crashStorm(t *testing.T, name string, seed uint64) {
 	for _, g := range guarded {
 		s.object(gitRepos, "repo-"+g, fleetLabel, g)
 	}
-	foreign := fixture.Gitjob(s.fleetNS)
+	foreign := testfixture.Gitjob(s.fleetNS)
 	foreign.Name = "gitjob-shard-u4"
 	foreign.Spec.Template.Spec.ServiceAccountName = ""
 	foreignCreated, err := kube.AppsV1().Deployments(s.fleetNS).Create(s.ctx, foreign, metav1.CreateOptions{})

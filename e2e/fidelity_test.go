@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // These scenarios hold shardkeeper to what Fleet's and Flux's own charts and
@@ -62,7 +62,7 @@ func TestShardMetricsServices(t *testing.T) {
 	s := newScenario(t, "svc", true)
 	s.removeObjectsAtEnd(t)
 	// Someone else's Service holds the name of s2's gitjob Service.
-	foreign := fixture.FleetMetricsServices(s.fleetNS)[1].DeepCopy()
+	foreign := testfixture.FleetMetricsServices(s.fleetNS)[1].DeepCopy()
 	foreign.Name = "monitoring-gitjob-shard-s2"
 	foreign.Labels = map[string]string{"app": "gitjob"}
 	foreign, err := kube.CoreV1().Services(s.fleetNS).Create(s.ctx, foreign, metav1.CreateOptions{})
@@ -202,18 +202,18 @@ func TestGitJobPlacementMismatch(t *testing.T) {
 // finalizers need the old shard's fleet-controller, so it is kept.
 func TestBundlesGuardTheShard(t *testing.T) {
 	s := newScenario(t, "bundles", true)
-	require.NoError(t, installCRD(s.ctx, fixture.Bundles))
-	require.NoError(t, installCRD(s.ctx, fixture.BundleDeployments))
+	require.NoError(t, installCRD(s.ctx, testfixture.Bundles))
+	require.NoError(t, installCRD(s.ctx, testfixture.BundleDeployments))
 	s.createConfigMap("b1,b2")
 	s.start()
 	s.waitShards("b1", "b2")
 
 	s.object(gitRepos, "repo", fleetLabel, "b2")
-	s.object(fixture.Bundles, "repo-app", fleetLabel, "b1")
-	s.object(fixture.BundleDeployments, "repo-app", fleetLabel, "b1")
+	s.object(testfixture.Bundles, "repo-app", fleetLabel, "b1")
+	s.object(testfixture.BundleDeployments, "repo-app", fleetLabel, "b1")
 	// Later scenarios' daemons count objects cluster-wide.
 	t.Cleanup(func() {
-		for _, gvr := range []schema.GroupVersionResource{gitRepos, fixture.Bundles, fixture.BundleDeployments} {
+		for _, gvr := range []schema.GroupVersionResource{gitRepos, testfixture.Bundles, testfixture.BundleDeployments} {
 			if err := dyn.Resource(gvr).Namespace(s.fleetNS).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 				t.Errorf("deleting %s: %v", gvr.Resource, err)
 			}
@@ -225,14 +225,14 @@ func TestBundlesGuardTheShard(t *testing.T) {
 	s.waitEvent(status.ReasonShardDeletionBlocked, "forceSyncGeneration")
 
 	// fleet apply relabels the Bundle; fleet-controller its BundleDeployment.
-	s.relabel(fixture.Bundles, "repo-app", fleetLabel, "b2")
+	s.relabel(testfixture.Bundles, "repo-app", fleetLabel, "b2")
 	holds(t, 3*time.Second, "a BundleDeployment alone still keeps the shard", func() error {
 		if s.deployments()["fleet-controller-shard-b1"] == nil {
 			return fmt.Errorf("shard b1 deleted")
 		}
 		return nil
 	})
-	s.relabel(fixture.BundleDeployments, "repo-app", fleetLabel, "b2")
+	s.relabel(testfixture.BundleDeployments, "repo-app", fleetLabel, "b2")
 	s.waitShards("b2")
 	s.waitEvent(status.ReasonShardDeleted, "shard b1 deleted")
 }
@@ -243,24 +243,24 @@ func TestBundlesGuardTheShard(t *testing.T) {
 // GitRepo with nothing to carry along is only relabelled.
 func TestPlacementMoveReappliesGitRepo(t *testing.T) {
 	s := newScenario(t, "bump", true)
-	require.NoError(t, installCRD(s.ctx, fixture.Bundles))
+	require.NoError(t, installCRD(s.ctx, testfixture.Bundles))
 	s.removeObjectsAtEnd(t)
 	t.Cleanup(func() {
-		if err := dyn.Resource(fixture.Bundles).Namespace(s.fleetNS).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		if err := dyn.Resource(testfixture.Bundles).Namespace(s.fleetNS).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			t.Errorf("deleting bundles: %v", err)
 		}
 	})
 	for _, name := range []string{"repo", "fresh"} {
-		repo := fixture.Object(gitRepos, s.fleetNS, name, "x", "")
+		repo := testfixture.Object(gitRepos, s.fleetNS, name, "x", "")
 		repo.SetLabels(map[string]string{"team": "a"})
 		require.NoError(t, unstructured.SetNestedField(repo.Object, int64(3), "spec", "forceSyncGeneration"))
 		_, err := dyn.Resource(gitRepos).Namespace(s.fleetNS).Create(s.ctx, repo, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
 	// What the unsharded gitjob's first `fleet apply` made of "repo".
-	bundle := fixture.Object(fixture.Bundles, s.fleetNS, "repo-app", "x", "")
+	bundle := testfixture.Object(testfixture.Bundles, s.fleetNS, "repo-app", "x", "")
 	bundle.SetLabels(map[string]string{"fleet.cattle.io/repo-name": "repo"})
-	_, err := dyn.Resource(fixture.Bundles).Namespace(s.fleetNS).Create(s.ctx, bundle, metav1.CreateOptions{})
+	_, err := dyn.Resource(testfixture.Bundles).Namespace(s.fleetNS).Create(s.ctx, bundle, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	s.createConfigMap("p1")

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // fleetChartDir is a chart that renders what Fleet's chart renders for its
@@ -30,8 +30,8 @@ const fleetChartDir = "testdata/fleet-chart"
 // Fleet's own chart looks like: the shape that shardkeeper takes over.
 func TestFixturesMatchFleetChart(t *testing.T) {
 	const ns = "cattle-fleet-system"
-	unsharded := []*appsv1.Deployment{fixture.FleetController(ns), fixture.Gitjob(ns), fixture.HelmOpsController(ns)}
-	services := fixture.FleetMetricsServices(ns)
+	unsharded := []*appsv1.Deployment{testfixture.FleetController(ns), testfixture.Gitjob(ns), testfixture.HelmOpsController(ns)}
+	services := testfixture.FleetMetricsServices(ns)
 
 	t.Run("default values", func(t *testing.T) {
 		deps, svcs := renderFleetChart(t, ns)
@@ -100,7 +100,7 @@ func TestFixturesMatchFleetChart(t *testing.T) {
 		}
 		if g := deps["gitjob-shard-shard0"]; g != nil {
 			c := g.Spec.Template.Spec.Containers[0]
-			assert.Equal(t, []string{"gitjob", "--gitjob-image", fixture.Image, "--shard-id", "shard0", "--shard-node-selector", `{"pool":"zero"}`}, c.Args)
+			assert.Equal(t, []string{"gitjob", "--gitjob-image", testfixture.Image, "--shard-id", "shard0", "--shard-node-selector", `{"pool":"zero"}`}, c.Args)
 			assert.Equal(t, map[string]string{"kubernetes.io/os": "linux", "pool": "zero"}, g.Spec.Template.Spec.NodeSelector)
 		}
 		if f := deps["fleet-controller-shard-shard1"]; f != nil {
@@ -141,7 +141,7 @@ func upstreamShard(t *testing.T, src *appsv1.Deployment, id string, nodeSelector
 // Deployments and Services by name; any other kind fails the test.
 func renderFleetChart(t *testing.T, ns string, args ...string) (map[string]*appsv1.Deployment, map[string]*corev1.Service) {
 	t.Helper()
-	objs := decodeObjects(t, helm(t, append([]string{"template", fixture.FleetRelease, fleetChartDir, "--namespace", ns}, args...)...))
+	objs := decodeObjects(t, helm(t, append([]string{"template", testfixture.FleetRelease, fleetChartDir, "--namespace", ns}, args...)...))
 	deps := map[string]*appsv1.Deployment{}
 	svcs := map[string]*corev1.Service{}
 	for _, o := range objs {
@@ -203,12 +203,12 @@ func checkService(t *testing.T, want, got *corev1.Service) {
 func checkRendered(t *testing.T, want, got metav1.ObjectMeta) {
 	t.Helper()
 	assert.Equal(t, want.Name, got.Name)
-	assert.Equal(t, fixture.HelmManagedByValue, want.Labels[fixture.HelmManagedByLabel], "%s: Helm's label", want.Name)
+	assert.Equal(t, testfixture.HelmManagedByValue, want.Labels[testfixture.HelmManagedByLabel], "%s: Helm's label", want.Name)
 	assert.Equal(t, map[string]string{
-		fixture.HelmReleaseNameAnnotation:      fixture.FleetRelease,
-		fixture.HelmReleaseNamespaceAnnotation: want.Namespace,
+		testfixture.HelmReleaseNameAnnotation:      testfixture.FleetRelease,
+		testfixture.HelmReleaseNamespaceAnnotation: want.Namespace,
 	}, want.Annotations, "%s: Helm's annotations", want.Name)
-	assert.Equal(t, withoutKeys(want.Labels, fixture.HelmManagedByLabel), withoutKeys(got.Labels), "%s: labels", want.Name)
+	assert.Equal(t, withoutKeys(want.Labels, testfixture.HelmManagedByLabel), withoutKeys(got.Labels), "%s: labels", want.Name)
 	assert.Empty(t, got.Annotations, "%s: annotations", want.Name)
 	assert.Empty(t, got.Namespace, "%s: the chart sets no namespace; Helm does at install", want.Name)
 }

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // TestHandOverAndPlacement hands over a shard Deployment made by Fleet's
@@ -29,7 +29,7 @@ import (
 func TestHandOverAndPlacement(t *testing.T) {
 	s := newScenario(t, "handover", true)
 	// As Fleet's chart renders a static shard: the source's shared selector.
-	old := fixture.FleetController(s.fleetNS)
+	old := testfixture.FleetController(s.fleetNS)
 	old.Name = "fleet-controller-shard-h1"
 	old.Labels["app.kubernetes.io/managed-by"] = "shardkeeper"
 	old.Spec.Template.Labels["fleet.cattle.io/shard-id"] = "h1"
@@ -68,7 +68,7 @@ func TestHandOverAndPlacement(t *testing.T) {
 	// Flux's. A pod that breaks the level is not.
 	bad := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "root"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: fixture.Image}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: testfixture.Image}}},
 	}
 	_, err = kube.CoreV1().Pods(s.fluxNS).Create(s.ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	assert.ErrorContains(t, err, "violates PodSecurity")
@@ -87,7 +87,7 @@ func TestHandOverFromFleetChart(t *testing.T) {
 	for _, name := range []string{"fleet-controller", "gitjob", "helmops"} {
 		require.NoError(t, kube.AppsV1().Deployments(s.fleetNS).Delete(s.ctx, name, metav1.DeleteOptions{}))
 	}
-	for _, svc := range fixture.FleetMetricsServices(s.fleetNS) {
+	for _, svc := range testfixture.FleetMetricsServices(s.fleetNS) {
 		require.NoError(t, kube.CoreV1().Services(s.fleetNS).Delete(s.ctx, svc.Name, metav1.DeleteOptions{}))
 	}
 	eventually(t, time.Minute, "fixtures gone", func() error {

@@ -35,8 +35,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 var (
@@ -46,10 +46,10 @@ var (
 )
 
 var (
-	gitRepos     = fixture.GitRepos
-	helmOps      = fixture.HelmOps
-	helmReleases = fixture.HelmReleases
-	crdResource  = fixture.CRDs
+	gitRepos     = testfixture.GitRepos
+	helmOps      = testfixture.HelmOps
+	helmReleases = testfixture.HelmReleases
+	crdResource  = testfixture.CRDs
 )
 
 func TestMain(m *testing.M) {
@@ -84,7 +84,7 @@ func runMain(m *testing.M) int {
 
 // installCRD creates a minimal CRD for gvr and waits until it is served.
 func installCRD(ctx context.Context, gvr schema.GroupVersionResource) error {
-	crd := fixture.CRD(gvr)
+	crd := testfixture.CRD(gvr)
 	_, err := dyn.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating CRD %s: %w", gvr.Resource, err)
@@ -268,17 +268,17 @@ func newScenario(t *testing.T, name string, fluxAware bool) *scenario {
 		})
 	}
 	// The sources keep their real ServiceAccounts, so the copies do too.
-	for _, sa := range append(fixture.FleetServiceAccounts(s.fleetNS), fixture.FluxServiceAccounts(s.fluxNS)...) {
+	for _, sa := range append(testfixture.FleetServiceAccounts(s.fleetNS), testfixture.FluxServiceAccounts(s.fluxNS)...) {
 		if _, err := kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range []*appsv1.Deployment{fixture.FleetController(s.fleetNS), fixture.Gitjob(s.fleetNS), fixture.HelmOpsController(s.fleetNS), fixture.HelmController(s.fluxNS, fluxAware)} {
+	for _, d := range []*appsv1.Deployment{testfixture.FleetController(s.fleetNS), testfixture.Gitjob(s.fleetNS), testfixture.HelmOpsController(s.fleetNS), testfixture.HelmController(s.fluxNS, fluxAware)} {
 		if _, err := kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, svc := range fixture.FleetMetricsServices(s.fleetNS) {
+	for _, svc := range testfixture.FleetMetricsServices(s.fleetNS) {
 		if _, err := kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +296,7 @@ func (s *scenario) deleteNamespaces(t *testing.T) {
 	ctx := context.Background()
 	namespaces := []string{s.fleetNS, s.fluxNS}
 	for _, ns := range namespaces {
-		for _, gvr := range []schema.GroupVersionResource{gitRepos, helmOps, helmReleases, fixture.Bundles, fixture.BundleDeployments} {
+		for _, gvr := range []schema.GroupVersionResource{gitRepos, helmOps, helmReleases, testfixture.Bundles, testfixture.BundleDeployments} {
 			list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
 			if apierrors.IsNotFound(err) {
 				continue // the kind's CRD is not installed
@@ -531,7 +531,7 @@ func (s *scenario) waitState(id, state string) {
 // object creates a mapped object (GitRepo, HelmOp, HelmRelease) in the fleet namespace.
 func (s *scenario) object(gvr schema.GroupVersionResource, name, label, shard string, finalizers ...string) {
 	s.t.Helper()
-	obj := fixture.Object(gvr, s.fleetNS, name, label, shard)
+	obj := testfixture.Object(gvr, s.fleetNS, name, label, shard)
 	if len(finalizers) > 0 {
 		obj.SetFinalizers(finalizers)
 	}

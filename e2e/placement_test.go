@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // placementKinds are the kinds placement spreads in these tests, with their
@@ -35,7 +35,7 @@ var placementKinds = map[schema.GroupVersionResource]string{gitRepos: fleetLabel
 func (s *scenario) unlabelled(gvr schema.GroupVersionResource, prefix string, n int) {
 	s.t.Helper()
 	for i := range n {
-		obj := fixture.Object(gvr, s.fleetNS, fmt.Sprintf("%s-%03d", prefix, i), "x", "")
+		obj := testfixture.Object(gvr, s.fleetNS, fmt.Sprintf("%s-%03d", prefix, i), "x", "")
 		obj.SetLabels(map[string]string{"team": "a"})
 		_, err := dyn.Resource(gvr).Namespace(s.fleetNS).Create(s.ctx, obj, metav1.CreateOptions{})
 		require.NoError(s.t, err)
@@ -162,7 +162,7 @@ func TestPlacement(t *testing.T) {
 	s.setPlacement("p1,p2,p3", settings)
 	s.waitShards("p1", "p2", "p3")
 	// Out of scope: another team's object is never labelled.
-	outside := fixture.Object(gitRepos, s.fleetNS, "other-team", "x", "")
+	outside := testfixture.Object(gitRepos, s.fleetNS, "other-team", "x", "")
 	outside.SetLabels(map[string]string{"team": "b"})
 	_, err := dyn.Resource(gitRepos).Namespace(s.fleetNS).Create(s.ctx, outside, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -13,8 +13,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // TestManyShardsAtOnce adds 30 shards in one patch: every Deployment is
@@ -69,7 +69,7 @@ func TestEveryWriteOnce(t *testing.T) {
 	}
 	const rounds = 3
 	deployments := len(clones(ids...))
-	services := len(ids) * len(fixture.FleetMetricsServices(s.fleetNS))
+	services := len(ids) * len(testfixture.FleetMetricsServices(s.fleetNS))
 	for range rounds {
 		burst(strings.Join(ids, ","))
 		s.waitManaged(deployments, services)

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 const (
@@ -169,7 +169,7 @@ func TestUserStory(t *testing.T) {
 
 	t.Run("an unmanaged Deployment with a shard's name is never touched", func(t *testing.T) {
 		s.t = t
-		foreign := fixture.Gitjob(s.fleetNS)
+		foreign := testfixture.Gitjob(s.fleetNS)
 		foreign.Name = "gitjob-shard-s4"
 		foreign.Spec.Template.Spec.ServiceAccountName = ""
 		created, err := kube.AppsV1().Deployments(s.fleetNS).Create(s.ctx, foreign, metav1.CreateOptions{})

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 func main() {
@@ -49,7 +49,7 @@ func run(kubeconfig string) error {
 	}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
 	var informers []cache.SharedIndexInformer
-	for _, gvr := range []schema.GroupVersionResource{fixture.GitRepos, fixture.HelmReleases, fixture.Bundles, fixture.BundleDeployments} {
+	for _, gvr := range []schema.GroupVersionResource{testfixture.GitRepos, testfixture.HelmReleases, testfixture.Bundles, testfixture.BundleDeployments} {
 		informers = append(informers, factory.ForResource(gvr).Informer())
 	}
 	go reportGC(ctx)

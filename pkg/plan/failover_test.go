@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -101,7 +101,7 @@ func TestFailoverIsPerController(t *testing.T) {
 	w := newWorld(t)
 	for i, s := range w.sources {
 		if s.Source.Name == "helmops" {
-			w.sources[i].Live = fixture.HelmOpsController(ns)
+			w.sources[i].Live = testfixture.HelmOpsController(ns)
 			w.deps[ns+"/helmops"] = w.sources[i].Live
 		}
 	}

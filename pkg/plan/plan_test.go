@@ -16,12 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 const ns = "cattle-fleet-system"
@@ -31,7 +31,7 @@ type world struct {
 	sources []SourceState
 	deps    map[string]*appsv1.Deployment
 	svcs    map[string]*corev1.Service
-	mapped  fixture.MappedTable
+	mapped  testfixture.MappedTable
 	renders *render.Cache
 	// live is what the API server showed beyond the caches
 	// (Input.LiveMapped).
@@ -41,8 +41,8 @@ type world struct {
 func newWorld(t testing.TB) *world {
 	set, err := source.Build(source.Options{Presets: []string{"fleet"}, FleetNamespace: ns})
 	require.NoError(t, err)
-	w := &world{t: t, deps: map[string]*appsv1.Deployment{}, svcs: map[string]*corev1.Service{}, mapped: fixture.MappedTable{Objects: map[string]map[string][]string{}}}
-	lives := map[string]*appsv1.Deployment{"fleet-controller": fixture.FleetController(ns), "gitjob": fixture.Gitjob(ns)} // no helmops: an older Fleet
+	w := &world{t: t, deps: map[string]*appsv1.Deployment{}, svcs: map[string]*corev1.Service{}, mapped: testfixture.MappedTable{Objects: map[string]map[string][]string{}}}
+	lives := map[string]*appsv1.Deployment{"fleet-controller": testfixture.FleetController(ns), "gitjob": testfixture.Gitjob(ns)} // no helmops: an older Fleet
 	for _, s := range set.Sources {
 		live := lives[s.Name]
 		if live != nil {
@@ -304,11 +304,11 @@ func TestForceUnknown(t *testing.T) {
 
 func TestConflictAndUnmanaged(t *testing.T) {
 	w := newWorld(t)
-	foreign := fixture.Gitjob(ns)
+	foreign := testfixture.Gitjob(ns)
 	foreign.Name = "gitjob-shard-a"
 	w.deps[ns+"/"+foreign.Name] = foreign
 	// An unmanaged Deployment with a shard name whose shard is not listed.
-	stray := fixture.Gitjob(ns)
+	stray := testfixture.Gitjob(ns)
 	stray.Name = "gitjob-shard-old"
 	w.deps[ns+"/"+stray.Name] = stray
 
@@ -323,7 +323,7 @@ func TestConflictAndUnmanaged(t *testing.T) {
 func TestHandOver(t *testing.T) {
 	w := newWorld(t)
 	// A shard Deployment from Fleet's static chart values, labelled for hand-over.
-	old := fixture.FleetController(ns)
+	old := testfixture.FleetController(ns)
 	old.Name = "fleet-controller-shard-a"
 	old.UID = "old"
 	old.Labels[render.ManagedByLabel] = render.ManagedByValue
@@ -364,7 +364,7 @@ func TestClonesAreKnownByTheirLabels(t *testing.T) {
 	w := newWorld(t)
 	w.sources, w.deps = nil, map[string]*appsv1.Deployment{}
 	for _, name := range []string{"a", "a-shard-b"} {
-		live := fixture.Gitjob(ns)
+		live := testfixture.Gitjob(ns)
 		live.Name, live.UID, live.ResourceVersion = name, types.UID("uid-"+name), "1"
 		w.deps[ns+"/"+name] = live
 		w.sources = append(w.sources, SourceState{Source: source.Source{Namespace: ns, Name: name, Args: []string{"--shard={shard}"}}, Live: live})
@@ -418,12 +418,12 @@ func TestIDTooLongForADerivedName(t *testing.T) {
 func TestUnknownAndNotShardAware(t *testing.T) {
 	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
 	require.NoError(t, err)
-	live := fixture.HelmController("flux-system", false)
+	live := testfixture.HelmController("flux-system", false)
 	in := Input{
 		Config:      shardconfig.Config{Shards: []shardconfig.Shard{{ID: "a"}}},
 		Sources:     []SourceState{{Source: set.Sources[0], Live: live}},
 		Deployments: map[string]*appsv1.Deployment{"flux-system/helm-controller": live},
-		Mapped:      fixture.MappedTable{Objects: map[string]map[string][]string{"a": {"helmreleases": {"x/1"}}, "typo": {"helmreleases": {"x/2", "x/3"}}}},
+		Mapped:      testfixture.MappedTable{Objects: map[string]map[string][]string{"a": {"helmreleases": {"x/1"}}, "typo": {"helmreleases": {"x/2", "x/3"}}}},
 	}
 	p, err := Decide(in)
 	require.NoError(t, err)
@@ -444,7 +444,7 @@ func TestBeingDeletedIsNotRecreated(t *testing.T) {
 }
 
 func TestReady(t *testing.T) {
-	d := fixture.Gitjob(ns)
+	d := testfixture.Gitjob(ns)
 	assert.False(t, ready(d))
 	d.Generation = 2
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, UpdatedReplicas: 1, AvailableReplicas: 1}
@@ -455,7 +455,7 @@ func TestReady(t *testing.T) {
 
 // withMetricsServices gives the world Fleet's monitoring-* Services.
 func (w *world) withMetricsServices() *world {
-	for _, svc := range fixture.FleetMetricsServices(ns) {
+	for _, svc := range testfixture.FleetMetricsServices(ns) {
 		w.svcs[ns+"/"+svc.Name] = svc
 	}
 	for i := range w.sources {
@@ -478,7 +478,7 @@ func TestShardMetricsServices(t *testing.T) {
 	require.NotNil(t, svc)
 	assert.Equal(t, map[string]string{"app": "fleet-controller", source.FleetShardIDLabel: "a"}, svc.Spec.Selector,
 		"exactly the shard's pods, as Fleet's chart selects them")
-	assert.Equal(t, fixture.FleetMetricsServices(ns)[0].Spec.Ports, svc.Spec.Ports)
+	assert.Equal(t, testfixture.FleetMetricsServices(ns)[0].Spec.Ports, svc.Spec.Ports)
 	assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
 	assert.Equal(t, render.ManagedByValue, svc.Labels[render.ManagedByLabel])
 	assert.Equal(t, "a", svc.Labels[render.ShardLabel])
@@ -538,7 +538,7 @@ func TestShardMetricsServices(t *testing.T) {
 func TestShardMetricsServiceConflictAndAdoption(t *testing.T) {
 	w := newWorld(t).withMetricsServices()
 	// As Fleet's chart renders a static shard's Service.
-	static := fixture.FleetMetricsServices(ns)[0].DeepCopy()
+	static := testfixture.FleetMetricsServices(ns)[0].DeepCopy()
 	static.Name = "monitoring-fleet-controller-shard-a"
 	static.Spec.Selector = map[string]string{"app": "fleet-controller", source.FleetShardIDLabel: "a"}
 	static.Spec.ClusterIP = "10.0.0.7"
@@ -579,11 +579,11 @@ func TestNoServiceWithoutSourceService(t *testing.T) {
 func fluxWorld(t *testing.T, shardAware bool) *world {
 	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
 	require.NoError(t, err)
-	live := fixture.HelmController("flux-system", shardAware)
+	live := testfixture.HelmController("flux-system", shardAware)
 	return &world{t: t, sources: []SourceState{{Source: set.Sources[0], Live: live}},
 		deps:   map[string]*appsv1.Deployment{"flux-system/helm-controller": live},
 		svcs:   map[string]*corev1.Service{},
-		mapped: fixture.MappedTable{Objects: map[string]map[string][]string{}}}
+		mapped: testfixture.MappedTable{Objects: map[string]map[string][]string{}}}
 }
 
 func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
@@ -598,7 +598,7 @@ func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
 	require.Len(t, p.NotShardAware, 1)
 
 	// Once the main controller has the selector, the copy is created.
-	aware := fixture.HelmController("flux-system", true)
+	aware := testfixture.HelmController("flux-system", true)
 	w.deps["flux-system/helm-controller"], w.sources[0].Live = aware, aware
 	p, err = w.decide("a", "")
 	require.NoError(t, err)
@@ -610,7 +610,7 @@ func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
 	// The selector is dropped again (an upgrade lost the patch): the copy
 	// is left as it is, even though the source changed, and the warning
 	// stands.
-	lost := fixture.HelmController("flux-system", false)
+	lost := testfixture.HelmController("flux-system", false)
 	lost.Spec.Template.Spec.Containers[0].Image = "example/helm-controller:next"
 	w.deps["flux-system/helm-controller"], w.sources[0].Live = lost, lost
 	p, err = w.decide("a", "")
@@ -707,7 +707,7 @@ func TestBundlesBlockAndFollow(t *testing.T) {
 
 // derivedMapped marks the Bundles and BundleDeployments as derived, as the
 // mapped-object cache does for the Fleet preset.
-type derivedMapped struct{ fixture.MappedTable }
+type derivedMapped struct{ testfixture.MappedTable }
 
 func (d derivedMapped) MappedTo(shard string) []mapped.Object {
 	out := d.MappedTable.MappedTo(shard)
@@ -751,7 +751,7 @@ func BenchmarkDecide(b *testing.B) {
 // A rollout that has created every new replica still has old ones running
 // until they are scaled down; kubectl rollout status waits for that too.
 func TestReadyWaitsForOldReplicas(t *testing.T) {
-	d := fixture.Gitjob(ns)
+	d := testfixture.Gitjob(ns)
 	d.Generation = 2
 	// One new replica up and available, one old one still running.
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 2}

@@ -9,9 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // cached returns a fleet preset's source, its live Deployment as read from
@@ -19,8 +19,8 @@ import (
 func cached(t *testing.T, name string) (source.Source, *appsv1.Deployment, *Cache) {
 	t.Helper()
 	live := map[string]*appsv1.Deployment{
-		"fleet-controller": fixture.FleetController("cattle-fleet-system"),
-		"gitjob":           fixture.Gitjob("cattle-fleet-system"),
+		"fleet-controller": testfixture.FleetController("cattle-fleet-system"),
+		"gitjob":           testfixture.Gitjob("cattle-fleet-system"),
 	}[name]
 	require.NotNil(t, live, name)
 	live.UID, live.ResourceVersion = "uid-"+types.UID(name), "10"

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 func sources(t *testing.T, presets ...string) map[string]source.Source {
@@ -32,7 +32,7 @@ func sources(t *testing.T, presets ...string) map[string]source.Source {
 
 func TestRenderFleetController(t *testing.T) {
 	src := sources(t, "fleet")["fleet-controller"]
-	live := fixture.FleetController("cattle-fleet-system")
+	live := testfixture.FleetController("cattle-fleet-system")
 	d, err := Render(src, live, shardconfig.Shard{ID: "shard1"})
 	require.NoError(t, err)
 
@@ -62,7 +62,7 @@ func TestRenderFleetController(t *testing.T) {
 
 func TestRenderGitjobPlacement(t *testing.T) {
 	src := sources(t, "fleet")["gitjob"]
-	live := fixture.Gitjob("cattle-fleet-system")
+	live := testfixture.Gitjob("cattle-fleet-system")
 	live.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux", "pool": "default"}
 	shard := shardconfig.Shard{
 		ID:           "eu",
@@ -76,11 +76,11 @@ func TestRenderGitjobPlacement(t *testing.T) {
 	assert.Equal(t, int32(3), *d.Spec.Replicas)
 	pod := d.Spec.Template.Spec
 	assert.Equal(t, map[string]string{"kubernetes.io/os": "linux", "pool": "eu"}, pod.NodeSelector)
-	assert.Equal(t, append(fixture.Gitjob("x").Spec.Template.Spec.Tolerations, shard.Tolerations...), pod.Tolerations,
+	assert.Equal(t, append(testfixture.Gitjob("x").Spec.Template.Spec.Tolerations, shard.Tolerations...), pod.Tolerations,
 		"the shard's tolerations are added to the source's")
 	c := pod.Containers[0]
 	assert.Equal(t, "1Gi", c.Resources.Limits.Memory().String())
-	assert.Equal(t, []string{"gitjob", "--gitjob-image", fixture.Image, "--shard-id=eu", `--shard-node-selector={"pool":"eu"}`}, c.Args)
+	assert.Equal(t, []string{"gitjob", "--gitjob-image", testfixture.Image, "--shard-id=eu", `--shard-node-selector={"pool":"eu"}`}, c.Args)
 
 	// Rendering twice gives the same hash; another setting another hash.
 	again, err := Render(src, live, shard)
@@ -94,9 +94,9 @@ func TestRenderGitjobPlacement(t *testing.T) {
 
 func TestRenderFlux(t *testing.T) {
 	src := sources(t, "flux")["helm-controller"]
-	live := fixture.HelmController("flux-system", true)
+	live := testfixture.HelmController("flux-system", true)
 	assert.True(t, HasArg(src, live, src.RequiredArg))
-	assert.False(t, HasArg(src, fixture.HelmController("flux-system", false), src.RequiredArg))
+	assert.False(t, HasArg(src, testfixture.HelmController("flux-system", false), src.RequiredArg))
 
 	d, err := Render(src, live, shardconfig.Shard{ID: "s1"})
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestRenderErrors(t *testing.T) {
 	_, err := Render(src, nil, shardconfig.Shard{ID: "a"})
 	assert.ErrorContains(t, err, "not found")
 
-	live := fixture.HelmOpsController("ns")
+	live := testfixture.HelmOpsController("ns")
 	live.Spec.Template.Spec.Containers[0].Name = "renamed"
 	_, err = Render(src, live, shardconfig.Shard{ID: "a"})
 	assert.ErrorContains(t, err, `no container "helmops"`)
@@ -136,7 +136,7 @@ func TestSetFlag(t *testing.T) {
 
 func TestUpToDate(t *testing.T) {
 	src := sources(t, "fleet")["fleet-controller"]
-	d, err := Render(src, fixture.FleetController("ns"), shardconfig.Shard{ID: "a"})
+	d, err := Render(src, testfixture.FleetController("ns"), shardconfig.Shard{ID: "a"})
 	require.NoError(t, err)
 
 	existing := d.DeepCopy()
@@ -186,7 +186,7 @@ func FuzzRender(f *testing.F) {
 			srcs[s.Name] = s
 		}
 	}
-	lives := []*appsv1.Deployment{fixture.FleetController("f"), fixture.Gitjob("f"), fixture.HelmOpsController("f"), fixture.HelmController("x", true)}
+	lives := []*appsv1.Deployment{testfixture.FleetController("f"), testfixture.Gitjob("f"), testfixture.HelmOpsController("f"), testfixture.HelmController("x", true)}
 	f.Fuzz(func(t *testing.T, value string) {
 		shards, err := shardconfig.ParseShards(value)
 		if err != nil {
@@ -221,7 +221,7 @@ func FuzzRender(f *testing.F) {
 func TestRenderServiceAsFleetsChart(t *testing.T) {
 	srcs := sources(t, "fleet")
 	for i, name := range []string{"fleet-controller", "gitjob"} {
-		live := fixture.FleetMetricsServices("cattle-fleet-system")[i]
+		live := testfixture.FleetMetricsServices("cattle-fleet-system")[i]
 		svc, err := RenderService(srcs[name], live, shardconfig.Shard{ID: "s1"})
 		require.NoError(t, err)
 		// charts/fleet/templates/service.yaml and service_gitjob.yaml, for a shard.
@@ -247,9 +247,9 @@ func TestRenderServiceAsFleetsChart(t *testing.T) {
 
 func deploymentOf(name string) *appsv1.Deployment {
 	if name == "gitjob" {
-		return fixture.Gitjob("cattle-fleet-system")
+		return testfixture.Gitjob("cattle-fleet-system")
 	}
-	return fixture.FleetController("cattle-fleet-system")
+	return testfixture.FleetController("cattle-fleet-system")
 }
 
 func TestRenderServiceOfACustomSource(t *testing.T) {
@@ -276,7 +276,7 @@ func TestRenderServiceOfACustomSource(t *testing.T) {
 
 func TestServiceUpToDateAndUpdated(t *testing.T) {
 	src := sources(t, "fleet")["gitjob"]
-	live := fixture.FleetMetricsServices("cattle-fleet-system")[1]
+	live := testfixture.FleetMetricsServices("cattle-fleet-system")[1]
 	rendered, err := RenderService(src, live, shardconfig.Shard{ID: "s1"})
 	require.NoError(t, err)
 	existing := rendered.DeepCopy()
@@ -293,7 +293,7 @@ func TestServiceUpToDateAndUpdated(t *testing.T) {
 
 func TestKeepSelector(t *testing.T) {
 	src := sources(t, "fleet")["fleet-controller"]
-	rendered, err := Render(src, fixture.FleetController("cattle-fleet-system"), shardconfig.Shard{ID: "s1"})
+	rendered, err := Render(src, testfixture.FleetController("cattle-fleet-system"), shardconfig.Shard{ID: "s1"})
 	require.NoError(t, err)
 	// Fleet's chart gives its shard Deployments the selector app: fleet-controller.
 	existing := rendered.DeepCopy()
@@ -314,7 +314,7 @@ func TestKeepSelector(t *testing.T) {
 func TestShardOf(t *testing.T) {
 	fleet := sources(t, "fleet")
 	fc, gitjob := fleet["fleet-controller"], fleet["gitjob"]
-	live := fixture.FleetController("cattle-fleet-system")
+	live := testfixture.FleetController("cattle-fleet-system")
 	d, err := Render(fc, live, shardconfig.Shard{ID: "b-shard-c"})
 	require.NoError(t, err)
 	id, ok := DeploymentShard(fc, d)
@@ -353,7 +353,7 @@ func TestShardOf(t *testing.T) {
 	assert.False(t, ok)
 
 	svcSrc := fleet["fleet-controller"]
-	svc, err := RenderService(svcSrc, fixture.FleetMetricsServices("cattle-fleet-system")[0], shardconfig.Shard{ID: "a"})
+	svc, err := RenderService(svcSrc, testfixture.FleetMetricsServices("cattle-fleet-system")[0], shardconfig.Shard{ID: "a"})
 	require.NoError(t, err)
 	id, ok = ServiceShard(svcSrc, svc)
 	assert.True(t, ok)

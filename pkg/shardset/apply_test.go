@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // shardDeployment is a rendered shard Deployment named "<source>-shard-<id>".
@@ -359,7 +359,7 @@ func TestWriteUsesTheClientOfItsNamespace(t *testing.T) {
 	c := newController(Options{ConfigMap: shardCM}, &fakeConfigMaps{}, newFakeStatusStore(),
 		map[string]deploymentAccess{"ns-a": {cache: depsA, client: depsA}, "ns-b": {cache: depsB, client: depsB}},
 		map[string]serviceAccess{"ns-a": {cache: svcsA, client: svcsA}, "ns-b": {cache: svcsB, client: svcsB}},
-		&fixture.MappedTable{}, nil)
+		&testfixture.MappedTable{}, nil)
 
 	for _, ns := range []string{"ns-a", "ns-b", "ns-a", "ns-b"} {
 		require.NoError(t, writeErr(c.write(plan.Action{Kind: plan.Create, Shard: "x", Deployment: shardDeployment(ns, "gitjob", "x")})))

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/mover"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // removalEnv is a fleet env whose shards a and b exist, every write of
@@ -94,7 +94,7 @@ func TestForcedRemovalDoesNotAsk(t *testing.T) {
 // narrowed placement to, and how often the API server had been asked by
 // then.
 type placementGate struct {
-	mapped      *fixture.MappedTable
+	mapped      *testfixture.MappedTable
 	restricted  [][]string
 	askedBefore []int
 }
@@ -141,7 +141,7 @@ func TestOnChangeReportsAKindThatCannotBeListed(t *testing.T) {
 }
 
 // silentAPIServer is a Mapped whose API server never answers a LIST.
-type silentAPIServer struct{ *fixture.MappedTable }
+type silentAPIServer struct{ *testfixture.MappedTable }
 
 func (silentAPIServer) Live(ctx context.Context, _ []string) (map[string]string, error) {
 	select {

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // The fakes below record every call the controller makes and keep the
@@ -342,7 +342,7 @@ type env struct {
 	deployments *fakeDeployments
 	services    *fakeServices
 	recorder    *record.FakeRecorder
-	mapped      *fixture.MappedTable
+	mapped      *testfixture.MappedTable
 }
 
 // newEnv returns a Controller whose one namespace, testNS, holds deps and
@@ -358,7 +358,7 @@ func newEnv(t *testing.T, opts Options, deps []*appsv1.Deployment, svcs []*corev
 		deployments: newFakeClient("deployments", deps...),
 		services:    newFakeClient("services", svcs...),
 		recorder:    record.NewFakeRecorder(1000),
-		mapped:      &fixture.MappedTable{Objects: map[string]map[string][]string{}},
+		mapped:      &testfixture.MappedTable{Objects: map[string]map[string][]string{}},
 	}
 	e.c = e.restart(opts)
 	return e

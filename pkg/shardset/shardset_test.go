@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // The wrangler fakes below embed the wrangler interfaces (nil) and
@@ -122,7 +122,7 @@ func TestRegister(t *testing.T) {
 	require.NoError(t, err)
 	cms := &wranglerConfigMaps{fakeConfigMaps: &fakeConfigMaps{}}
 	deps := map[string]*wranglerDeployments{
-		"ns-a": {fake: newFakeClient[*appsv1.Deployment]("deployments", fixture.Gitjob("ns-a"))},
+		"ns-a": {fake: newFakeClient[*appsv1.Deployment]("deployments", testfixture.Gitjob("ns-a"))},
 		"ns-b": {fake: newFakeClient[*appsv1.Deployment]("deployments")},
 	}
 	svcs := map[string]*wranglerServices{
@@ -141,7 +141,7 @@ func TestRegister(t *testing.T) {
 
 	c := Register(context.Background(), Options{ConfigMap: ref, Sources: set.Sources},
 		cms, wranglerStatusMaps{fakeStatusStore: newFakeStatusStore()}, depControllers, svcControllers,
-		&fixture.MappedTable{}, record.NewFakeRecorder(10))
+		&testfixture.MappedTable{}, record.NewFakeRecorder(10))
 
 	assert.Equal(t, []string{"shardkeeper-shards"}, cms.handlers)
 	for ns := range deps {
@@ -185,8 +185,8 @@ func fleetEnv(t *testing.T) *env {
 	set, err := source.Build(source.Options{Presets: []string{source.PresetFleet}, FleetNamespace: testNS})
 	require.NoError(t, err)
 	return newEnv(t, Options{Sources: set.Sources},
-		[]*appsv1.Deployment{fixture.FleetController(testNS), fixture.Gitjob(testNS)},
-		fixture.FleetMetricsServices(testNS))
+		[]*appsv1.Deployment{testfixture.FleetController(testNS), testfixture.Gitjob(testNS)},
+		testfixture.FleetMetricsServices(testNS))
 }
 
 func TestOnChangeCreatesShards(t *testing.T) {

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/shardkeeper/shardkeeper/e2e/fixture"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 func main() {
@@ -87,24 +87,24 @@ func seed(kubeconfig string) error {
 		}
 	}
 	for _, gvr := range mappedKinds() {
-		if err := ignoreExists(dyn.Resource(fixture.CRDs).Create(ctx, fixture.CRD(gvr), metav1.CreateOptions{})); err != nil {
+		if err := ignoreExists(dyn.Resource(testfixture.CRDs).Create(ctx, testfixture.CRD(gvr), metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("CRD %s: %w", gvr.Resource, err)
 		}
 	}
 	// The controllers run as their own ServiceAccounts, as installed.
-	for _, sa := range append(fixture.FleetServiceAccounts(fleetNS), fixture.FluxServiceAccounts(fluxNS)...) {
+	for _, sa := range append(testfixture.FleetServiceAccounts(fleetNS), testfixture.FluxServiceAccounts(fluxNS)...) {
 		if err := ignoreExists(kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("serviceaccount %s: %w", sa.Name, err)
 		}
 	}
 	for _, d := range []*appsv1.Deployment{
-		fixture.FleetController(fleetNS), fixture.Gitjob(fleetNS), fixture.HelmOpsController(fleetNS), fixture.HelmController(fluxNS, true),
+		testfixture.FleetController(fleetNS), testfixture.Gitjob(fleetNS), testfixture.HelmOpsController(fleetNS), testfixture.HelmController(fluxNS, true),
 	} {
 		if err := ignoreExists(kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("deployment %s: %w", d.Name, err)
 		}
 	}
-	for _, svc := range fixture.FleetMetricsServices(fleetNS) {
+	for _, svc := range testfixture.FleetMetricsServices(fleetNS) {
 		if err := ignoreExists(kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("service %s: %w", svc.Name, err)
 		}
@@ -132,10 +132,10 @@ func seed(kubeconfig string) error {
 	for _, o := range objects {
 		gvr := mappedKinds()[o.kind]
 		label := source.FleetShardRefLabel
-		if gvr == fixture.HelmReleases {
+		if gvr == testfixture.HelmReleases {
 			label = source.FluxShardKeyLabel
 		}
-		if err := ignoreExists(dyn.Resource(gvr).Namespace("fleet-default").Create(ctx, fixture.Object(gvr, "fleet-default", o.name, label, o.shard), metav1.CreateOptions{})); err != nil {
+		if err := ignoreExists(dyn.Resource(gvr).Namespace("fleet-default").Create(ctx, testfixture.Object(gvr, "fleet-default", o.name, label, o.shard), metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("%s %s: %w", gvr.Resource, o.name, err)
 		}
 	}
@@ -143,7 +143,7 @@ func seed(kubeconfig string) error {
 }
 
 func mappedKinds() []schema.GroupVersionResource {
-	return []schema.GroupVersionResource{fixture.GitRepos, fixture.HelmOps, fixture.HelmReleases}
+	return []schema.GroupVersionResource{testfixture.GitRepos, testfixture.HelmOps, testfixture.HelmReleases}
 }
 
 // ignoreExists makes seeding repeatable.
