@@ -2,6 +2,9 @@
 # on the build machine's platform and cross-compiles for the target one, so a
 # multi-arch build (make image) needs no emulation: the run stage only copies.
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+# Only the product's module is copied: GOWORK=off keeps go from looking for
+# the workspace (go.work) and its test and benchmark modules.
+ENV GOWORK=off
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download

@@ -6,8 +6,7 @@ comma := ,
 
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN        := $(CURDIR)/bin
-KUBE_VER   := v1.37.2
-KWOK_VER   := v0.8.0
+KUBE_VER   = $(shell awk '$$1 == "k8s.io/kubernetes" {print $$2}' e2e/tools/go.mod)
 GO_LDFLAGS := -s -w -X github.com/shardkeeper/shardkeeper/pkg/version.Version=$(VERSION)
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VER)
 CONTROL_PLANE := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kwok $(BIN)/kwok-stages/.done
@@ -23,7 +22,7 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build bin/shardkeeper, and bin/kubectl-shardkeeper (the kubectl plugin: a link to it).
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/shardkeeper .
+	CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/shardkeeper .
 	ln -sf shardkeeper $(BIN)/kubectl-shardkeeper
 
 # --- release ---
@@ -43,7 +42,7 @@ ACTIONLINT_VER := v1.7.12
 cross: ## Cross-compile bin/<os>_<arch>/shardkeeper for each of $(PLATFORMS), with the image's build flags.
 	@set -e; for p in $(subst $(comma), ,$(PLATFORMS)); do \
 	  os=$${p%/*}; arch=$${p#*/}; echo "go build for $$os/$$arch"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/$${os}_$${arch}/shardkeeper .; \
+	  CGO_ENABLED=0 GOWORK=off GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/$${os}_$${arch}/shardkeeper .; \
 	done
 
 # A multi-platform image cannot be loaded into the local image store, so it
@@ -70,7 +69,7 @@ version-check: ## With a release VERSION (vX.Y.Z), fail unless the chart's versi
 	  chart=$$(sed -n 's/^version: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml); \
 	  app=$$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml); \
 	  tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	  CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $$tmp/shardkeeper . || exit 1; \
+	  CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $$tmp/shardkeeper . || exit 1; \
 	  bin=$$($$tmp/shardkeeper --version); fail=; \
 	  [ "$$chart" = "$${v#v}" ] || { echo "$(CHART)/Chart.yaml: version is $$chart, the release $$v needs $${v#v}"; fail=1; }; \
 	  [ "$$app" = "$$v" ] || { echo "$(CHART)/Chart.yaml: appVersion is $$app, the release needs $$v"; fail=1; }; \
@@ -115,44 +114,70 @@ release-test: cross workflows-lint ## Check the release path: the cross-compile,
 .PHONY: control-plane
 control-plane: $(CONTROL_PLANE) ## Build the local control plane's binaries into bin/ (cached).
 
-# The control plane is built from the Go module proxy in its own module
-# (e2e/tools), so that kubernetes' dependency tree stays out of go.mod.
-$(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler: e2e/tools/go.mod e2e/tools/go.sum
+# The control plane, kwok, kubectl and helm are built from the Go module proxy
+# in one module of their own (e2e/tools), so that kubernetes' dependency tree
+# stays out of go.mod, and so that they share one version of every k8s.io
+# library: the build cache compiles each package once, not once per tool.
+# e2e/tools is not in go.work (its versions would leak into the daemon's
+# build), hence GOWORK=off. Its golang.org/x modules are held at the
+# daemon's versions, and everything is built static (CGO_ENABLED=0, as
+# Kubernetes' own release builds are) with -trimpath, as the daemon is: the
+# daemon's build and the demo's commands then find client-go and the rest
+# in the build cache. The binaries are stripped, as Helm's release is:
+# linking is a good part of a cold build.
+TOOLS       := cd e2e/tools && GOWORK=off CGO_ENABLED=0
+TOOLS_DEPS  := e2e/tools/go.mod e2e/tools/go.sum
+KUBE_CMDS   := kube-apiserver kube-controller-manager kube-scheduler kubectl
+HELM_VER    = $(shell awk '$$1 == "helm.sh/helm/v3" {print $$2}' e2e/tools/go.mod)
+
+# One go build for the control plane, kwok and kubectl: the compiles of all
+# of them share both cores, and the links run beside the compiles.
+$(addprefix $(BIN)/,etcd $(KUBE_CMDS) kwok) &: $(TOOLS_DEPS) e2e/tools/etcd/main.go
 	@mkdir -p $(BIN)
-	cd e2e/tools && go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(BIN)/ k8s.io/kubernetes/cmd/$(notdir $@)
+	$(TOOLS) go build -trimpath -ldflags '-s -w $(KUBE_LDFLAGS)' -o $(BIN)/ \
+	  ./etcd $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_CMDS)) sigs.k8s.io/kwok/cmd/kwok
 
-$(BIN)/kubectl: e2e/tools/go.mod e2e/tools/go.sum
-	@mkdir -p $(BIN)
-	cd e2e/tools && go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
-
-$(BIN)/etcd: e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go
-	@mkdir -p $(BIN)
-	cd e2e/tools && go build -trimpath -o $(BIN)/etcd ./etcd
-
-$(BIN)/kwok:
-	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VER)
-
-$(BIN)/kwok-stages/.done:
+$(BIN)/kwok-stages/.done: $(TOOLS_DEPS)
 	@mkdir -p $(BIN)/kwok-stages
-	go mod download sigs.k8s.io/kwok@$(KWOK_VER)
-	d=$$(go env GOMODCACHE)/sigs.k8s.io/kwok@$(KWOK_VER)/kustomize/stage; \
+	d=$$($(TOOLS) go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage; \
 	  install -m 0644 $$d/node/fast/node-initialize.yaml $$d/pod/fast/pod-ready.yaml \
 	    $$d/pod/fast/pod-complete.yaml $$d/pod/fast/pod-delete.yaml $(BIN)/kwok-stages/
 	@touch $@
 
-.PHONY: test
-test: vet test-unit chart-test alerts-test check-manifests release-test test-e2e ## Run every test: vet, unit, chart, alert rules, manifests, the release path and e2e on a local control plane.
+# check is everything that needs no control plane and no cross-compile: what
+# to run before a push. make runs each target once, so test runs check's
+# targets once too.
+.PHONY: check
+check: vet lint test-unit chart-test alerts-test check-manifests ## Run the checks that need no control plane: vet, lint, unit tests, chart, alert rules, manifests.
 
+.PHONY: test
+test: check release-test test-e2e ## Run every test: check, the release path and e2e on a local control plane.
+
+# golangci-lint is built from the Go module proxy, pinned; .golangci.yml says
+# what it checks. It lints the daemon's module as the daemon is built, out of
+# the workspace (GOWORK=off).
+GOLANGCI_LINT_VER := v2.15.0
+
+$(BIN)/golangci-lint:
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VER)
+
+.PHONY: lint
+lint: $(BIN)/golangci-lint ## Run golangci-lint on main.go and pkg/ (.golangci.yml; the binary is cached in bin/, delete it to rebuild).
+	GOWORK=off $(BIN)/golangci-lint run ./...
+
+# In the workspace (go.work) ./... is the product's module alone: bench and
+# e2e are modules of their own, so every go vet and go test names them.
 .PHONY: vet
 vet: ## Check formatting and run go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	go vet ./...
+	go vet ./... ./bench/...
 	go vet -tags e2e ./e2e/...
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests (pure logic, fuzz seed corpora included).
-	go test -race -count=1 ./...
+	go test -race -count=1 ./... ./bench/... ./e2e/...
 
 .PHONY: test-e2e
 test-e2e: $(CONTROL_PLANE) $(BIN)/kubectl $(BIN)/promtool build ## Run the e2e tests against a real kube-apiserver, etcd, controller-manager, scheduler and kwok.
@@ -190,12 +215,11 @@ demo-down: ## Stop everything `make demo` started.
 	@./e2e/demo.sh down "$(DEMO_DIR)"
 
 # --- chart ---
-# Helm is built from the Go module proxy, pinned, with the ldflags of Helm's
-# own release build: without them `helm template` and `helm lint` take the
-# cluster for Kubernetes v1.20 and refuse the chart's kubeVersion. 37 is the
-# minor version of the k8s.io modules that Helm $(HELM_VER) is built with.
-HELM_VER       := v3.22.0
-HELM_K8S_MINOR := 37
+# Helm is built from e2e/tools, pinned there, with the ldflags of Helm's own
+# release build: without them `helm template` and `helm lint` take the
+# cluster for Kubernetes v1.20 and refuse the chart's kubeVersion. The k8s.io
+# modules it is built with are those of e2e/tools, the control plane's.
+HELM_K8S_MINOR := $(word 2,$(subst ., ,$(KUBE_VER)))
 HELM_LDFLAGS   := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VER) \
   -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR) \
   -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR)
@@ -211,13 +235,22 @@ CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-t
 CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true' \
   'metrics.prometheusRule.enabled=true' 'metrics.dashboard.enabled=true' \
   'image.repository=ghcr.io/shardkeeper/shardkeeper' 'shards=a-thirty-character-shard-id-xy'
+# chart-refuses checks that helm template refuses each --set value of $(1)
+# with an error containing $(2): refused by $(3), not by something else.
+chart-refuses = for bad in $(1); do \
+  if out=$$($(HELM) template shardkeeper $(CHART) --set "$$bad" 2>&1); then \
+    echo "helm template --set $$bad: accepted, but $(3) must refuse it"; exit 1; fi; \
+  if ! grep -q "$(2)" <<<"$$out"; then \
+    echo "helm template --set $$bad: refused, but not by $(3):"; echo "$$out"; exit 1; fi; \
+  echo "refused by $(3): --set $$bad"; \
+done
 
 .PHONY: helm
 helm: $(BIN)/helm ## Build bin/helm, the pinned Helm (cached; delete it to rebuild).
 
-$(BIN)/helm:
+$(BIN)/helm: $(TOOLS_DEPS)
 	@mkdir -p $(BIN)
-	GOBIN=$(BIN) go install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VER)
+	$(TOOLS) go build -trimpath -ldflags '$(HELM_LDFLAGS)' -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
 .PHONY: chart-test
 chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set in charts/shardkeeper/ci/; check that bad values are refused.
@@ -241,20 +274,8 @@ chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set 
 	  if $(HELM) template shardkeeper $(CHART) --show-only templates/configmap.yaml | grep -q 'placement:'; then \
 	    echo "a placement key rendered without placement.failoverAfter"; exit 1; fi; \
 	  echo "placement.failoverAfter: seeds the placement key, and only then"
-	@for bad in $(CHART_SCHEMA_REFUSES); do \
-	  if out=$$($(HELM) template shardkeeper $(CHART) --set "$$bad" 2>&1); then \
-	    echo "helm template --set $$bad: accepted, but the schema must refuse it"; exit 1; fi; \
-	  if ! grep -q "don't meet the specifications of the schema" <<<"$$out"; then \
-	    echo "helm template --set $$bad: refused, but not by the schema:"; echo "$$out"; exit 1; fi; \
-	  echo "refused by the schema: --set $$bad"; \
-	done
-	@for bad in $(CHART_TEMPLATE_REFUSES); do \
-	  if out=$$($(HELM) template shardkeeper $(CHART) --set "$$bad" 2>&1); then \
-	    echo "helm template --set $$bad: accepted, but the chart must refuse it"; exit 1; fi; \
-	  if ! grep -q "execution error" <<<"$$out"; then \
-	    echo "helm template --set $$bad: refused, but not by the chart's checks:"; echo "$$out"; exit 1; fi; \
-	  echo "refused by the chart: --set $$bad"; \
-	done
+	@$(call chart-refuses,$(CHART_SCHEMA_REFUSES),don't meet the specifications of the schema,the schema)
+	@$(call chart-refuses,$(CHART_TEMPLATE_REFUSES),execution error,the chart's checks)
 
 # --- alerts ---
 # promtool is built from the Go module proxy like the other tools; Prometheus
@@ -287,7 +308,7 @@ render-manifests = mkdir -p $(1) && \
   { printf '%s\n' \
       '\# The shard ConfigMap of manifests/shardkeeper.yaml, rendered by `make manifests`.' \
       '\# Create it once, with `kubectl create -f`, which never overwrites it; then' \
-      '\# change the shards with `kubectl patch` (see the README).' && \
+      '\# change the shards with `kubectl patch` (see docs/shards.md).' && \
     $(HELM) template shardkeeper $(CHART) --namespace $(CHART_NS) --show-only templates/configmap.yaml; } > $(1)/shardkeeper-configmap.yaml && \
   { printf '%s\n' \
       '\# The admission policies of manifests/shardkeeper.yaml, rendered by `make manifests`:' \
@@ -316,7 +337,7 @@ test-e2e: $(BIN)/helm
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: $(CONTROL_PLANE) build ## Measure convergence, placement, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.md (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
+bench: $(CONTROL_PLANE) build ## Measure convergence, placement, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.json and bench/results.md from it (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
 	go run ./bench --bin-dir $(BIN) --out bench/results.md $(BENCH_ARGS)
 
 .PHONY: clean

@@ -49,9 +49,26 @@ func (c calls) filter(match func(callKey) bool) calls {
 	return out
 }
 
-func (c calls) writes() int { return c.count(func(k callKey) bool { return isWrite(k.verb) }) }
-func (c calls) lists() int  { return c.count(func(k callKey) bool { return isList(k.verb) }) }
-func (c calls) total() int  { return c.count(func(callKey) bool { return true }) }
+// Writes counts the writes, and Lists the lists (watchlists included).
+func (c calls) Writes() int { return c.count(func(k callKey) bool { return isWrite(k.verb) }) }
+
+// Lists: see Writes.
+func (c calls) Lists() int { return c.count(func(k callKey) bool { return isList(k.verb) }) }
+func (c calls) total() int { return c.count(func(callKey) bool { return true }) }
+
+// MarshalText writes the key as "verb resource", so that calls can be a
+// JSON object; a verb has no space.
+func (k callKey) MarshalText() ([]byte, error) { return []byte(k.verb + " " + k.resource), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (k *callKey) UnmarshalText(b []byte) error {
+	verb, resource, ok := strings.Cut(string(b), " ")
+	if !ok {
+		return fmt.Errorf("%q is not \"verb resource\"", b)
+	}
+	*k = callKey{verb, resource}
+	return nil
+}
 
 // String lists the counts as "verb resource: n", most frequent first.
 func (c calls) String() string {

@@ -140,7 +140,7 @@ func (e *env) setShards(ctx context.Context, name string, ids []string) error {
 // of the ConfigMap to the watch event of the last Deployment created (or
 // deleted), and the CPU time the controller spent meanwhile.
 type step struct {
-	took, cpu time.Duration
+	Took, CPU time.Duration
 }
 
 // controllerStep patches the ConfigMap cm from the shards from to the
@@ -175,7 +175,7 @@ func (e *env) controllerStep(ctx context.Context, cm string, pid int, names func
 	if err != nil {
 		return step{}, err
 	}
-	return step{took: t1.Sub(t0), cpu: cpu1 - cpu0}, nil
+	return step{Took: t1.Sub(t0), CPU: cpu1 - cpu0}, nil
 }
 
 // idealNames are the ideal controller's Deployments for ids.
@@ -258,27 +258,27 @@ func (e *env) floorStep(ctx context.Context, ids []string, create bool) (time.Du
 // convergence is one shard count's series of runs: the floor, the ideal
 // controller and the daemon, each up and down.
 type convergence struct {
-	shards                     int
-	floorUp, floorDown         []time.Duration
-	floorUpResp, floorDownResp []time.Duration // the floor's last response
-	idealUp, idealDown         []step
-	daemonUp, daemonDown       []step
-	// daemonWrites and idealWrites are the writes of each run, up and
+	Shards                     int
+	FloorUp, FloorDown         []time.Duration
+	FloorUpResp, FloorDownResp []time.Duration // the floor's last response
+	IdealUp, IdealDown         []step
+	DaemonUp, DaemonDown       []step
+	// DaemonWrites and IdealWrites are the writes of each run, up and
 	// down, of the daemon and of the ideal controller (audit log), beside
 	// what the change needs.
-	daemonWrites, idealWrites []runWrites
+	DaemonWrites, IdealWrites writeRuns
 }
 
 // runWrites are a controller's Deployment creates and deletes in one run, the
 // writes it sent that failed (any resource), and the creates (and deletes)
 // that the run needs.
 type runWrites struct {
-	created, deleted, failed, needed int
-	all                              calls
+	Created, Deleted, Failed, Needed int
+	All                              calls
 }
 
 func (w runWrites) exact() bool {
-	return w.created == w.needed && w.deleted == w.needed && w.failed == 0
+	return w.Created == w.Needed && w.Deleted == w.Needed && w.Failed == 0
 }
 
 // runConvergence alternates the floor, the ideal controller and the daemon,
@@ -310,8 +310,8 @@ func (b *bench) runConvergence(ctx context.Context) error {
 	}
 	for i, n := range b.shards {
 		ids := shardIDs(n)
-		c := &convergence{shards: n}
-		b.res.convergence = append(b.res.convergence, c)
+		c := &convergence{Shards: n}
+		b.res.Convergence = append(b.res.Convergence, c)
 		for r := range b.convRuns.of(i) {
 			if err := b.floorRun(ctx, c, ids, r, settle); err != nil {
 				return err
@@ -321,10 +321,10 @@ func (b *bench) runConvergence(ctx context.Context) error {
 				pid            int
 				names          func([]string) map[string]bool
 				up, down       *[]step
-				writes         *[]runWrites
+				writes         *writeRuns
 			}{
-				{"the ideal controller", idealCM, IdealUser, ideal.pid(), idealNames, &c.idealUp, &c.idealDown, &c.idealWrites},
-				{"shardkeeper", cmName, DaemonUser, d.pid(), clones, &c.daemonUp, &c.daemonDown, &c.daemonWrites},
+				{"the ideal controller", idealCM, IdealUser, ideal.pid(), idealNames, &c.IdealUp, &c.IdealDown, &c.IdealWrites},
+				{"shardkeeper", cmName, DaemonUser, d.pid(), clones, &c.DaemonUp, &c.DaemonDown, &c.DaemonWrites},
 			} {
 				since := time.Now()
 				for _, st := range []struct {
@@ -337,7 +337,7 @@ func (b *bench) runConvergence(ctx context.Context) error {
 						return fmt.Errorf("%s, %d shards %s: %w", ctl.name, n, st.dir, err)
 					}
 					*st.out = append(*st.out, res)
-					b.logf("convergence %d shards run %d: %s %s %s (CPU %s)", n, r+1, ctl.name, st.dir, res.took, res.cpu)
+					b.logf("convergence %d shards run %d: %s %s %s (CPU %s)", n, r+1, ctl.name, st.dir, res.Took, res.CPU)
 					settle(ctl.name + " " + st.dir)
 				}
 				w, err := controllerWrites(b.env.auditLog, ctl.user, since, time.Now(), len(clones(ids)))
@@ -345,7 +345,7 @@ func (b *bench) runConvergence(ctx context.Context) error {
 					return err
 				}
 				*ctl.writes = append(*ctl.writes, w)
-				b.logf("convergence %d shards run %d: %s's writes: %s", n, r+1, ctl.name, w.all)
+				b.logf("convergence %d shards run %d: %s's writes: %s", n, r+1, ctl.name, w.All)
 			}
 		}
 		if i == 0 && b.profileSeconds > 0 {
@@ -365,8 +365,8 @@ func (b *bench) floorRun(ctx context.Context, c *convergence, ids []string, r in
 		up       bool
 		dt, resp *[]time.Duration
 	}{
-		{"up", true, &c.floorUp, &c.floorUpResp},
-		{"down", false, &c.floorDown, &c.floorDownResp},
+		{"up", true, &c.FloorUp, &c.FloorUpResp},
+		{"down", false, &c.FloorDown, &c.FloorDownResp},
 	} {
 		dt, resp, err := b.env.floorStep(ctx, ids, f.up)
 		if err != nil {
@@ -388,10 +388,10 @@ func controllerWrites(auditLog, user string, from, to time.Time, needed int) (ru
 	}
 	all = all.filter(func(k callKey) bool { return isWrite(k.verb) })
 	return runWrites{
-		created: all[callKey{"create", "deployments"}],
-		deleted: all[callKey{"delete", "deployments"}],
-		failed:  all.count(func(k callKey) bool { return strings.Contains(k.resource, failedMark) }),
-		needed:  needed,
-		all:     all,
+		Created: all[callKey{"create", "deployments"}],
+		Deleted: all[callKey{"delete", "deployments"}],
+		Failed:  all.count(func(k callKey) bool { return strings.Contains(k.resource, failedMark) }),
+		Needed:  needed,
+		All:     all,
 	}, nil
 }

@@ -19,6 +19,10 @@
 //     object) and the balance reached, beside a bare client-go labeller
 //     with the daemon's client limits.
 //
+// The data goes to results.json, beside the Markdown file, which is rendered
+// from it with the template results.md.tmpl; --render renders it again from
+// a results.json, without measuring.
+//
 // Run it with `make bench`, or `go run ./bench --bin-dir bin --out bench/results.md`.
 // Smaller runs for development: --shards=20 --objects=1000,10000 --idle=30s --runs=1.
 package main
@@ -68,24 +72,30 @@ type bench struct {
 	res results
 }
 
+// results are what a run measured, as results.json holds them (durations
+// in nanoseconds, memory in bytes), and what results.md is rendered from.
 type results struct {
-	began, ended time.Time
-	args         []string
-	machine      [][2]string
-	convergence  []*convergence
-	levels       []*level
-	writeRates   []writeRate
-	idle         *idle
-	placement    *placementResult
-	profile      *burstProfile
-	notes        []string
-	failures     []string
-	skipped      []string
+	Began, Ended time.Time
+	Args         []string
+	Settings     settings
+	Machine      [][2]string
+	Convergence  []*convergence
+	Levels       []*level
+	WriteRates   []writeRate
+	Idle         *idle
+	Placement    *placementResult
+	Profile      *burstProfile
+	Rewatches    int64 // measurement watches the API server closed, resumed
+	Notes        []string
+	Failures     []string
+	Skipped      []string
 }
 
+// writeRate is the rate at which the mapped objects from From to To were
+// created.
 type writeRate struct {
-	from, to int
-	rate     float64
+	From, To int
+	Rate     float64
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -96,7 +106,7 @@ func (b *bench) logf(format string, args ...any) {
 func (b *bench) notef(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	b.logf("NOTE: %s", msg)
-	b.res.notes = append(b.res.notes, msg)
+	b.res.Notes = append(b.res.Notes, msg)
 }
 
 // runList is a count of runs per shard count, in the order the shard
@@ -164,7 +174,8 @@ func run() error {
 	var (
 		binDir      = flag.String("bin-dir", "bin", "directory of the control-plane binaries and bin/shardkeeper")
 		daemonBin   = flag.String("daemon-bin", "", "the shardkeeper binary to measure (default: shardkeeper in --bin-dir)")
-		out         = flag.String("out", "bench/results.md", "where to write the results")
+		out         = flag.String("out", "bench/results.md", "where to write the results (the data goes beside it, as .json)")
+		rerender    = flag.String("render", "", "render --out from this results.json and measure nothing")
 		keep        = flag.Bool("keep", false, "keep the control plane's work directory (logs, audit log) after the run")
 		skipConv    = flag.Bool("skip-convergence", false, "skip the convergence measurements")
 		skipScale   = flag.Bool("skip-scale", false, "skip the memory, decision latency, idle and start-up measurements")
@@ -198,8 +209,18 @@ func run() error {
 		return errors.New("--runs, --convergence-runs, --latency-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1")
 	}
 	b.objects = dropZero(b.objects)
-	b.res.began = time.Now()
-	b.res.args = os.Args[1:]
+	if *rerender != "" {
+		r, err := readResults(*rerender)
+		if err != nil {
+			return err
+		}
+		return writeReport(r, *out)
+	}
+	b.res.Began = time.Now()
+	b.res.Args = os.Args[1:]
+	b.res.Settings = settings{DaemonQPS: daemonQPS, DaemonBurst: daemonBurst, DaemonArgs: b.daemonArgs, Sources: len(sources()),
+		ObjectNamespaces: objNSs, ScaleShards: b.scaleShards, Settle: b.settle, LatencyRuns: b.latencyRuns,
+		Writers: b.writers, WriteQPS: b.writeQPS, PlaceNS: placeNS, PlaceRefNS: placeRefNS, RefWriters: refWriters}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -231,7 +252,7 @@ func run() error {
 			return fmt.Errorf("building %s: %v\n%s", ref.pkg, err, out)
 		}
 	}
-	b.res.machine = machine(absBin, b.daemonBin)
+	b.res.Machine = machine(absBin, b.daemonBin)
 
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	e, err := startEnv(startCtx, absBin, tmp, b.logf)
@@ -245,7 +266,7 @@ func run() error {
 		b.logf("work directory (kept): %s", e.workDir)
 	}
 	if v, err := e.kube.Discovery().ServerVersion(); err == nil {
-		b.res.machine = append(b.res.machine, [2]string{"kube-apiserver", v.GitVersion})
+		b.res.Machine = append(b.res.Machine, [2]string{"kube-apiserver", v.GitVersion})
 	}
 	if err := e.setup(ctx); err != nil {
 		return fmt.Errorf("setting up: %w", err)
@@ -262,7 +283,7 @@ func run() error {
 	}
 	for i, part := range parts {
 		if part.skip {
-			b.res.skipped = append(b.res.skipped, part.skipped)
+			b.res.Skipped = append(b.res.Skipped, part.skipped)
 			continue
 		}
 		// An interrupted run skips the parts after the one it stopped.
@@ -270,18 +291,23 @@ func run() error {
 			continue
 		}
 		if err := part.run(ctx); err != nil {
-			b.res.failures = append(b.res.failures, part.name+": "+err.Error())
+			b.res.Failures = append(b.res.Failures, part.name+": "+err.Error())
 			b.logf("%s failed: %v", part.name, err)
 		}
 	}
-	b.res.ended = time.Now()
+	b.res.Ended = time.Now()
 
-	md := b.report()
-	fmt.Println(b.summaryTable())
-	if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
+	b.res.Rewatches = e.rewatches
+	if err := render(os.Stdout, "summary", &b.res); err != nil {
 		return err
 	}
-	b.logf("wrote %s; the run took %s", *out, b.res.ended.Sub(b.res.began).Round(time.Second))
+	if err := writeData(&b.res, strings.TrimSuffix(*out, ".md")+".json"); err != nil {
+		return err
+	}
+	if err := writeReport(&b.res, *out); err != nil {
+		return err
+	}
+	b.logf("wrote %s; the run took %s", *out, b.res.Ended.Sub(b.res.Began).Round(time.Second))
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

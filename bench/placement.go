@@ -74,30 +74,30 @@ func placementIDs(n int) []string {
 type placementRun struct {
 	// shardkeeper: from the first create to the last create's response,
 	// and to the watch event of the last object to get a shard label
-	created, labelled time.Duration
-	createRate        float64
-	loads             map[string]int // objects per shard label
+	Created, Labelled time.Duration
+	CreateRate        float64
+	Loads             map[string]int // objects per shard label
 	// its requests from the first create to the end of the quiet window
 	// after the last label (audit log): writes to the mapped kinds, their
 	// response codes, and every write
-	mappedWrites calls
-	codes        map[int]int
-	writes       calls
-	moves        map[string]float64 // shardkeeper_placement_moves_total, by "reason/result"
+	MappedWrites calls
+	Codes        map[int]int
+	Writes       calls
+	Moves        map[string]float64 // shardkeeper_placement_moves_total, by "reason/result"
 	// the reference, timed the same way
-	refCreated, refLabelled time.Duration
-	refCreateRate           float64
-	refLoads                map[string]int
-	refPatches, refConflict int
+	RefCreated, RefLabelled time.Duration
+	RefCreateRate           float64
+	RefLoads                map[string]int
+	RefPatches, RefConflict int
 }
 
 // placementResult is the placement part: its settings and every run.
 type placementResult struct {
-	objects, shards int
-	qps             float32
-	burst           int
-	quiet           time.Duration
-	runs            []*placementRun
+	Objects, Shards int
+	QPS             float32
+	Burst           int
+	Quiet           time.Duration
+	Runs            []*placementRun
 }
 
 // balance returns the largest load over the mean load of ids.
@@ -147,8 +147,8 @@ func clientLimits(args []string) (float32, int) {
 func (b *bench) runPlacement(ctx context.Context) (err error) {
 	ids := placementIDs(b.placementShards)
 	qps, burst := clientLimits(b.daemonArgs)
-	pr := &placementResult{objects: b.placementObjects, shards: len(ids), qps: qps, burst: burst, quiet: 10 * time.Second}
-	b.res.placement = pr
+	pr := &placementResult{Objects: b.placementObjects, Shards: len(ids), QPS: qps, Burst: burst, Quiet: 10 * time.Second}
+	b.res.Placement = pr
 	for _, ns := range []string{placeNS, placeRefNS} {
 		_, err := b.env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -208,17 +208,17 @@ func (b *bench) runPlacement(ctx context.Context) (err error) {
 		if err := b.clearPlacement(ctx, d, placeNS, base); err != nil {
 			return err
 		}
-		pr.runs = append(pr.runs, run)
+		pr.Runs = append(pr.Runs, run)
 	}
 	return nil
 }
 
 // placementDaemon creates the objects in placeNS and times the daemon's
 // labelling of them; then waits until placement has moved nothing for
-// pr.quiet and reads the daemon's requests over the whole window from the
+// pr.Quiet and reads the daemon's requests over the whole window from the
 // audit log.
 func (b *bench) placementDaemon(ctx context.Context, d *daemon, ids []string, r int, run *placementRun) error {
-	pr := b.res.placement
+	pr := b.res.Placement
 	m0, err := scrape(d.metrics)
 	if err != nil {
 		return err
@@ -227,24 +227,24 @@ func (b *bench) placementDaemon(ctx context.Context, d *daemon, ids []string, r 
 	if err != nil {
 		return err
 	}
-	run.created, run.labelled, run.loads = created.Sub(t0), labelled.Sub(t0), loads
-	run.createRate = float64(pr.objects) / run.created.Seconds()
-	m1, err := b.quietMoves(d, pr.quiet, 5*time.Minute)
+	run.Created, run.Labelled, run.Loads = created.Sub(t0), labelled.Sub(t0), loads
+	run.CreateRate = float64(pr.Objects) / run.Created.Seconds()
+	m1, err := b.quietMoves(d, pr.Quiet, 5*time.Minute)
 	if err != nil {
 		return err
 	}
 	t1 := time.Now()
-	run.moves = map[string]float64{}
+	run.Moves = map[string]float64{}
 	for _, s := range m1 {
 		if s.name == "shardkeeper_placement_moves_total" {
-			run.moves[s.labels["reason"]+"/"+s.labels["result"]] += s.value
+			run.Moves[s.labels["reason"]+"/"+s.labels["result"]] += s.value
 		}
 	}
 	for _, s := range m0 {
 		if s.name == "shardkeeper_placement_moves_total" {
 			k := s.labels["reason"] + "/" + s.labels["result"]
-			if run.moves[k] -= s.value; run.moves[k] == 0 {
-				delete(run.moves, k)
+			if run.Moves[k] -= s.value; run.Moves[k] == 0 {
+				delete(run.Moves, k)
 			}
 		}
 	}
@@ -253,15 +253,15 @@ func (b *bench) placementDaemon(ctx context.Context, d *daemon, ids []string, r 
 	if err != nil {
 		return err
 	}
-	run.writes = c.filter(func(k callKey) bool { return isWrite(k.verb) })
-	run.mappedWrites = run.writes.filter(func(k callKey) bool { return isMappedKind(k.resource) })
-	if run.codes, err = mappedWriteCodes(b.env.auditLog, t0, t1); err != nil {
+	run.Writes = c.filter(func(k callKey) bool { return isWrite(k.verb) })
+	run.MappedWrites = run.Writes.filter(func(k callKey) bool { return isMappedKind(k.resource) })
+	if run.Codes, err = mappedWriteCodes(b.env.auditLog, t0, t1); err != nil {
 		return err
 	}
-	b.logf("placement run %d: shardkeeper labelled %s objects in %s (created in %s, %.0f/s); writes to the mapped kinds %s (responses %v); balance %.3f; moves %v",
-		r+1, count(pr.objects), secs(run.labelled), secs(run.created), run.createRate, run.mappedWrites, run.codes, balance(loads, ids), run.moves)
-	if n := run.mappedWrites.writes(); n != pr.objects {
-		b.notef("placement run %d: shardkeeper wrote %d times to the mapped kinds for %d objects (%s; responses %v; moves %v)", r+1, n, pr.objects, run.mappedWrites, run.codes, run.moves)
+	b.logf("placement run %d: shardkeeper labelled %d objects in %s (created in %s, %.0f/s); writes to the mapped kinds %s (responses %v); balance %.3f; moves %v",
+		r+1, pr.Objects, run.Labelled.Round(time.Millisecond), run.Created.Round(time.Millisecond), run.CreateRate, run.MappedWrites, run.Codes, balance(loads, ids), run.Moves)
+	if n := run.MappedWrites.Writes(); n != pr.Objects {
+		b.notef("placement run %d: shardkeeper wrote %d times to the mapped kinds for %d objects (%s; responses %v; moves %v)", r+1, n, pr.Objects, run.MappedWrites, run.Codes, run.Moves)
 	}
 	for shard := range loads {
 		if !slices.Contains(ids, shard) {
@@ -278,8 +278,8 @@ func (b *bench) placementDaemon(ctx context.Context, d *daemon, ids []string, r 
 // turn, the same annotations as placement's, the resourceVersion the watch
 // delivered as precondition).
 func (b *bench) placementReference(ctx context.Context, ids []string, r int, run *placementRun) error {
-	pr := b.res.placement
-	cfg := b.env.config(pr.qps, pr.burst)
+	pr := b.res.Placement
+	cfg := b.env.config(pr.QPS, pr.Burst)
 	cfg.Timeout = 0
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -287,12 +287,12 @@ func (b *bench) placementReference(ctx context.Context, ids []string, r int, run
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w, err := watchMapped(ctx, md, placeRefNS, 4*pr.objects+1024)
+	w, err := watchMapped(ctx, md, placeRefNS, 4*pr.Objects+1024)
 	if err != nil {
 		return err
 	}
 	defer w.stop()
-	todo := make(chan mevent, pr.objects+1024)
+	todo := make(chan mevent, pr.Objects+1024)
 	go func() {
 		defer close(todo)
 		for {
@@ -350,11 +350,11 @@ func (b *bench) placementReference(ctx context.Context, ids []string, r int, run
 		}
 		return err
 	}
-	run.refCreated, run.refLabelled, run.refLoads = created.Sub(t0), labelled.Sub(t0), loads
-	run.refCreateRate = float64(pr.objects) / run.refCreated.Seconds()
-	run.refPatches, run.refConflict = int(patches.Load()), int(conflicts.Load())
-	b.logf("placement run %d: reference labelled %s objects in %s (created in %s, %.0f/s); %d patches, %d conflicts; balance %.3f",
-		r+1, count(pr.objects), secs(run.refLabelled), secs(run.refCreated), run.refCreateRate, run.refPatches, run.refConflict, balance(loads, ids))
+	run.RefCreated, run.RefLabelled, run.RefLoads = created.Sub(t0), labelled.Sub(t0), loads
+	run.RefCreateRate = float64(pr.Objects) / run.RefCreated.Seconds()
+	run.RefPatches, run.RefConflict = int(patches.Load()), int(conflicts.Load())
+	b.logf("placement run %d: reference labelled %d objects in %s (created in %s, %.0f/s); %d patches, %d conflicts; balance %.3f",
+		r+1, pr.Objects, run.RefLabelled.Round(time.Millisecond), run.RefCreated.Round(time.Millisecond), run.RefCreateRate, run.RefPatches, run.RefConflict, balance(loads, ids))
 	return nil
 }
 
@@ -397,7 +397,7 @@ func (b *bench) placeObjects(ctx context.Context, ns, prefix string, abort conte
 		}
 		done <- err
 	}()
-	timeout := 5*time.Minute + time.Duration(2*float64(n)/float64(b.res.placement.qps)*float64(time.Second))
+	timeout := 5*time.Minute + time.Duration(2*float64(n)/float64(b.res.Placement.QPS)*float64(time.Second))
 	labelled, labels, err := w.waitLabelled(ctx, want, timeout)
 	if err != nil {
 		cancel(err)

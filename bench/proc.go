@@ -19,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shardkeeper/shardkeeper/e2e/cluster"
 )
 
 // proc is a process the benchmark started: the daemon or the reference.
@@ -72,27 +74,14 @@ func startProc(name, logPath string, bin string, args ...string) (*proc, error) 
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) exited() bool { return cluster.Exited(p.done) }
 
 // stop ends the process with SIGTERM, then SIGKILL after 15 s.
 func (p *proc) stop() {
 	if p == nil || p.exited() {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	cluster.Terminate(p.cmd.Process, p.done, 15*time.Second)
 }
 
 // waitLine waits for a stdout line starting with prefix and returns it.

@@ -15,10 +15,10 @@ import (
 // burstProfile is a CPU profile of the daemon taken across bursts of one
 // shard count, up and down.
 type burstProfile struct {
-	shards, bursts int
-	seconds        int
-	path           string // the profile, in the work directory
-	top            string // `go tool pprof -top` of it
+	Shards, Bursts int
+	Seconds        int
+	Path           string // the profile, in the work directory
+	Top            string // `go tool pprof -top` of it
 }
 
 // profileBursts takes a CPU profile of the daemon (its --profiling
@@ -26,10 +26,10 @@ type burstProfile struct {
 // again and again, a second apart. It runs after the measured runs, so that
 // profiling costs none of them.
 func (b *bench) profileBursts(ctx context.Context, d *daemon, ids []string) error {
-	prof := &burstProfile{shards: len(ids), seconds: b.profileSeconds,
-		path: filepath.Join(b.env.workDir, fmt.Sprintf("shardkeeper-cpu-%d-shards.pprof", len(ids)))}
+	prof := &burstProfile{Shards: len(ids), Seconds: b.profileSeconds,
+		Path: filepath.Join(b.env.workDir, fmt.Sprintf("shardkeeper-cpu-%d-shards.pprof", len(ids)))}
 	done := make(chan error, 1)
-	go func() { done <- d.cpuProfile(ctx, prof.seconds, prof.path) }()
+	go func() { done <- d.cpuProfile(ctx, prof.Seconds, prof.Path) }()
 	// The profile starts once its request has arrived.
 	time.Sleep(500 * time.Millisecond)
 	up := false // whether the shards are there
@@ -44,13 +44,13 @@ func (b *bench) profileBursts(ctx context.Context, d *daemon, ids []string) erro
 					return err
 				}
 			}
-			top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", prof.path).CombinedOutput()
+			top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", prof.Path).CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("go tool pprof: %w: %s", err, top)
 			}
-			prof.top = strings.TrimSpace(string(top))
-			b.res.profile = prof
-			b.logf("profile of %d bursts of %d shards: %s", prof.bursts, len(ids), prof.path)
+			prof.Top = strings.TrimSpace(string(top))
+			b.res.Profile = prof
+			b.logf("profile of %d bursts of %d shards: %s", prof.Bursts, len(ids), prof.Path)
 			return nil
 		default:
 		}
@@ -62,7 +62,7 @@ func (b *bench) profileBursts(ctx context.Context, d *daemon, ids []string) erro
 			return err
 		}
 		up = !up
-		prof.bursts++
+		prof.Bursts++
 		time.Sleep(time.Second)
 	}
 }

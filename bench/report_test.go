@@ -1,51 +1,201 @@
 package main
 
 import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-func TestLatencyRowsCountTheWindowsMade(t *testing.T) {
-	ms := time.Millisecond
-	b := &bench{runs: 3, latencyRuns: 5}
-	b.res.levels = []*level{
-		{objects: 1000, addMean: []time.Duration{20 * ms, 22 * ms, 24 * ms, 21 * ms, 23 * ms}},
-		// A part stopped after three windows of the largest count.
-		{objects: 100000, addMean: []time.Duration{30 * ms, 33 * ms, 27 * ms}},
+var update = flag.Bool("update", false, "rewrite testdata/results.md from the template")
+
+const (
+	ms  = time.Millisecond
+	sec = time.Second
+	MiB = int64(1 << 20)
+)
+
+// handMade is a small run made by hand: every part measured, at 20 shards
+// and at 0 and 1,000 objects, with a few runs each.
+func handMade() *results {
+	rw := func(n, events int) runWrites {
+		all := calls{{"create", "deployments"}: n, {"delete", "deployments"}: n}
+		if events > 0 {
+			all[callKey{"patch", "events"}] = events
+		}
+		return runWrites{Created: n, Deleted: n, Needed: n, All: all}
 	}
-	assert.Equal(t, []string{
-		"mean reconcile across a patch adding a shard, 1,000 objects (median of 5)",
-		"mean reconcile across a patch adding a shard, 100,000 objects (median of 3)",
-	}, figures(b))
+	return &results{
+		Began: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC), Ended: time.Date(2026, 1, 2, 4, 30, 5, 0, time.UTC),
+		Args: []string{"--bin-dir", "bin"},
+		Settings: settings{DaemonQPS: 50, DaemonBurst: 300, Sources: 4, ObjectNamespaces: 10, ScaleShards: 100,
+			Settle: 5 * sec, LatencyRuns: 3, Writers: 24, WriteQPS: 1000, PlaceNS: "bench-place", PlaceRefNS: "bench-place-ref", RefWriters: 8},
+		Machine: [][2]string{{"nproc", "2"}},
+		Convergence: []*convergence{{
+			Shards:  20,
+			FloorUp: []time.Duration{270 * ms, 280 * ms, 300 * ms}, FloorDown: []time.Duration{110 * ms, 120 * ms, 130 * ms},
+			FloorUpResp: []time.Duration{250 * ms, 260 * ms, 270 * ms}, FloorDownResp: []time.Duration{100 * ms, 100 * ms, 110 * ms},
+			IdealUp:      []step{{260 * ms, 40 * ms}, {250 * ms, 50 * ms}, {300 * ms, 40 * ms}},
+			IdealDown:    []step{{120 * ms, 20 * ms}, {125 * ms, 20 * ms}, {130 * ms, 30 * ms}},
+			DaemonUp:     []step{{240 * ms, 50 * ms}, {250 * ms, 60 * ms}, {270 * ms, 50 * ms}},
+			DaemonDown:   []step{{120 * ms, 40 * ms}, {118 * ms, 30 * ms}, {125 * ms, 40 * ms}},
+			DaemonWrites: writeRuns{rw(80, 40), rw(80, 40), rw(80, 38)},
+			IdealWrites:  writeRuns{rw(80, 0), rw(80, 0), rw(80, 0)},
+		}},
+		Placement: &placementResult{Objects: 1000, Shards: 4, QPS: 50, Burst: 300, Quiet: 10 * sec, Runs: []*placementRun{{
+			Created: 3 * sec, Labelled: 15 * sec, CreateRate: 333, Loads: map[string]int{"p00": 250, "p01": 250, "p02": 250, "p03": 250},
+			MappedWrites: calls{{"patch", "gitrepos"}: 500, {"patch", "helmreleases"}: 500}, Codes: map[int]int{200: 1000},
+			Writes:     calls{{"patch", "gitrepos"}: 500, {"patch", "helmreleases"}: 500, {"update", "configmaps"}: 7},
+			Moves:      map[string]float64{"Assign/moved": 1000},
+			RefCreated: 3 * sec, RefLabelled: 14 * sec, RefCreateRate: 330, RefLoads: map[string]int{"p00": 250, "p01": 250, "p02": 250, "p03": 250},
+			RefPatches: 1000,
+		}}},
+		Levels: []*level{
+			{Objects: 0, Ready: []time.Duration{290 * ms, 270 * ms}, Counted: []time.Duration{300 * ms, 280 * ms},
+				Mem: []memory{{46 * MiB, 46 * MiB}, {48 * MiB, 48 * MiB}}, Heap: []float64{17 << 20, 18 << 20},
+				MemSteady: memory{53 * MiB, 53 * MiB}, HeapSteady: 18 << 20, SteadyAfter: 68 * sec,
+				RefSynced: []time.Duration{170 * ms, 150 * ms}, RefMem: []memory{{25 * MiB, 25 * MiB}, {25 * MiB, 25 * MiB}},
+				RefSteady: memory{25 * MiB, 25 * MiB}, RefSteadyAfter: 125 * sec,
+				AddMean: []time.Duration{15 * ms, 17 * ms, 14 * ms}, RemoveMean: []time.Duration{20 * ms, 22 * ms, 21 * ms},
+				AddN: []int{11, 11, 12}, RemoveN: []int{2, 2, 3}},
+			{Objects: 1000, Ready: []time.Duration{400 * ms, 390 * ms}, Counted: []time.Duration{900 * ms, 880 * ms},
+				Mem: []memory{{49 * MiB, 50 * MiB}, {50 * MiB, 52 * MiB}}, Heap: []float64{19 << 20, 20 << 20},
+				StartCalls: calls{{"list", "gitrepos ?limit=100&resourceVersion=0"}: 1, {"get", "configmaps"}: 1},
+				MemSteady:  memory{55 * MiB, 55 * MiB}, HeapSteady: 19 << 20, SteadyAfter: 70 * sec,
+				RefSynced: []time.Duration{370 * ms, 250 * ms}, RefMem: []memory{{600 * MiB, 610 * MiB}, {620 * MiB, 630 * MiB}},
+				RefSteady: memory{615 * MiB, 630 * MiB}, RefSteadyAfter: 124 * sec,
+				AddMean: []time.Duration{24 * ms, 22 * ms, 23 * ms}, RemoveMean: []time.Duration{28 * ms, 27 * ms, 29 * ms},
+				AddN: []int{10, 11, 10}, RemoveN: []int{2, 2, 2}},
+		},
+		WriteRates: []writeRate{{0, 1000, 717}},
+		Idle: &idle{Window: 5 * time.Minute, Objects: 1000, Shards: 100, Audit: calls{{"watch", "configmaps"}: 1},
+			APIByResource: map[string]float64{"PUT leases": 29}, APILabels: []string{"code", "verb"}},
+		Profile:   &burstProfile{Shards: 20, Bursts: 25, Seconds: 30, Top: "flat flat% sum% cum cum%"},
+		Rewatches: 2,
+		Notes:     []string{"a note"},
+	}
 }
 
-func TestMemoryAndStartUpRowsCountTheRunsMade(t *testing.T) {
-	mib := int64(1 << 20)
-	s := time.Second
-	b := &bench{runs: 3, latencyRuns: 5}
-	b.res.levels = []*level{
-		// A part stopped after two runs of the largest count.
-		{objects: 100000,
-			mem:       []memory{{RSS: 70 * mib}, {RSS: 72 * mib}},
-			refMem:    []memory{{RSS: 900 * mib}, {RSS: 940 * mib}},
-			ready:     []time.Duration{s, 2 * s},
-			counted:   []time.Duration{5 * s, 6 * s},
-			refSynced: []time.Duration{15 * s, 16 * s}},
-	}
-	assert.Equal(t, []string{
-		"RSS with 100,000 mapped objects (median of 2)",
-		"start-up to /readyz 200, 100,000 objects (median of 2)",
-		"start-up to every object counted, 100,000 objects (median of 2)",
-	}, figures(b))
+func renderString(t *testing.T, name string, r *results) string {
+	t.Helper()
+	var sb strings.Builder
+	require.NoError(t, render(&sb, name, r))
+	return sb.String()
 }
 
-// figures are the names of the summary's rows.
-func figures(b *bench) []string {
-	var out []string
-	for _, r := range b.rows() {
-		out = append(out, r.figure)
+// rows are the summary's rows: figure → the row's cells.
+func rows(t *testing.T, r *results) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, l := range strings.Split(renderString(t, "summary", r), "\n")[2:] {
+		if cells := strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, "| "), " |"), " | "); len(cells) > 1 {
+			out[cells[0]] = cells
+		}
 	}
 	return out
+}
+
+func TestReportMatchesGolden(t *testing.T) {
+	got := renderString(t, "report", handMade())
+	golden := filepath.Join("testdata", "results.md")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got, "go test ./bench -run Golden -update rewrites it")
+}
+
+func TestReportRendersAgainFromItsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.json")
+	require.NoError(t, writeData(handMade(), path))
+	r, err := readResults(path)
+	require.NoError(t, err)
+	assert.Equal(t, renderString(t, "report", handMade()), renderString(t, "report", r))
+}
+
+func TestFiguresCountTheRunsMade(t *testing.T) {
+	r := handMade()
+	// A part stopped after two windows of the largest count.
+	r.Levels[1].AddMean = r.Levels[1].AddMean[:2]
+	got := rows(t, r)
+	assert.Contains(t, got, "convergence 0→20 shards: 80 Deployments created (median of 3)")
+	assert.Contains(t, got, "mean reconcile across a patch adding a shard, 1,000 objects (median of 2)")
+	assert.Contains(t, got, "RSS with 1,000 mapped objects (median of 2)")
+	assert.Contains(t, got, "placement: 1,000 new objects labelled over 4 shards (1 run)")
+}
+
+func TestMissedTargetsAreReported(t *testing.T) {
+	r := handMade()
+	report := renderString(t, "report", r)
+	assert.Contains(t, report, "Every target measured in this run was met.")
+	assert.NotContains(t, report, "**missed**")
+
+	// The daemon takes twice the ideal controller's time, and writes one
+	// Deployment too many in one run.
+	for i := range r.Convergence[0].DaemonUp {
+		r.Convergence[0].DaemonUp[i].Took = 2 * r.Convergence[0].IdealUp[i].Took
+	}
+	r.Convergence[0].DaemonWrites[1].Created++
+	got := rows(t, r)
+	up := got["convergence 0→20 shards: 80 Deployments created (median of 3)"]
+	assert.Equal(t, []string{"0.520 s (0.500–0.600)", "2.00x", "**missed**"}, []string{up[1], up[3], up[5]})
+	writes := got["writes at 20 shards: Deployment creates/deletes/failed writes"]
+	assert.Equal(t, []string{"80/80/0 ×2, 81/80/0 ×1", "**missed**"}, []string{writes[1], writes[5]})
+	report = renderString(t, "report", r)
+	assert.Contains(t, report, "**Targets missed: 2 of 12**")
+	assert.NotContains(t, report, "Every target measured in this run was met.")
+}
+
+func TestRSSTargetOnlyAtTheLargestCount(t *testing.T) {
+	r := handMade()
+	r.Levels[1].Mem = []memory{{60 * MiB, 60 * MiB}}
+	got := rows(t, r)
+	assert.Equal(t, []string{"< 0.1x the reference", "met"}, got["RSS with 1,000 mapped objects (1 run)"][4:])
+	assert.Equal(t, []string{"—", "—"}, got["RSS with 0 mapped objects (median of 2)"][4:])
+
+	r.Levels[1].Mem = []memory{{70 * MiB, 70 * MiB}}
+	assert.Equal(t, "**missed**", rows(t, r)["RSS with 1,000 mapped objects (1 run)"][5], "70 MiB is more than a tenth of 615 MiB")
+}
+
+func TestReportOfAPartialRun(t *testing.T) {
+	report := renderString(t, "report", &results{Skipped: []string{"convergence (--skip-convergence)"}})
+	assert.Contains(t, report, "- skipped: convergence (--skip-convergence)")
+	assert.NotContains(t, report, "Every target measured", "no target was measured")
+
+	r := handMade()
+	// The scale part stopped at 1,000 objects before the reference ran.
+	r.Levels[1].RefMem, r.Levels[1].RefSynced = nil, nil
+	r.Placement.Runs = nil
+	got := rows(t, r)
+	assert.Equal(t, []string{"—", "—"}, got["RSS with 0 mapped objects (median of 2)"][4:], "0 objects is the largest count beside the reference, and no target")
+	assert.NotContains(t, got, "RSS growth, 0 → 1,000 objects")
+	assert.NotContains(t, got, "placement: 1,000 new objects labelled over 4 shards (1 run)")
+	assert.Equal(t, []string{"0.395 s (0.390–0.400)", "—", "—"}, got["start-up to /readyz 200, 1,000 objects (median of 2)"][1:4])
+}
+
+func TestStat(t *testing.T) {
+	assert.Equal(t, "—", stat("s", []time.Duration{}))
+	assert.Equal(t, "0.250 s", stat("s", []time.Duration{250 * ms}))
+	assert.Equal(t, "0.250 s", stat("s", []time.Duration{250 * ms, 250 * ms}), "no spread when every run agrees")
+	assert.Equal(t, "0.255 s (0.250–0.260)", stat("s", []time.Duration{260 * ms, 250 * ms}), "an even count's median is the mean of the middle two")
+	assert.Equal(t, "10,500 (1,000–20,000)", stat("n", []int{20000, 1000, 10500}))
+	assert.Equal(t, "1.5 MiB", format("MiB", 3*MiB/2))
+	assert.Equal(t, "—", ratio(1.0, []int{}))
+	assert.Equal(t, "2.00x", ratio([]int{3, 4, 5}, 2))
+}
+
+func TestCallKeysRoundTripThroughJSON(t *testing.T) {
+	k := callKey{"watchlist", "gitrepos ?sendInitialEvents=true"}
+	b, err := k.MarshalText()
+	require.NoError(t, err)
+	var got callKey
+	require.NoError(t, got.UnmarshalText(b))
+	assert.Equal(t, k, got)
+	assert.Error(t, got.UnmarshalText([]byte("nospace")))
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,26 +130,26 @@ func (b *bench) settledMemory(p *proc) (memory, error) {
 
 // level is what was measured with a number of mapped objects present.
 type level struct {
-	objects int
+	Objects int
 	// shardkeeper, one entry per run
-	ready, counted []time.Duration
-	mem            []memory
-	heap           []float64 // go_memstats_heap_inuse_bytes
-	startCalls     calls     // the first run's requests from start to counted
+	Ready, Counted []time.Duration
+	Mem            []memory
+	Heap           []float64 // go_memstats_heap_inuse_bytes
+	StartCalls     calls     // the first run's requests from start to counted
 	// steady: the last run's process, after a garbage collection that
 	// followed the reading above, once its RSS stopped moving; at 0 objects
 	// and the largest count only
-	memSteady   memory
-	heapSteady  float64
-	steadyAfter time.Duration // from counted
+	MemSteady   memory
+	HeapSteady  float64
+	SteadyAfter time.Duration // from counted
 	// reference, one entry per run
-	refSynced      []time.Duration
-	refMem         []memory
-	refSteady      memory
-	refSteadyAfter time.Duration // from synced
+	RefSynced      []time.Duration
+	RefMem         []memory
+	RefSteady      memory
+	RefSteadyAfter time.Duration // from synced
 	// decision latency: mean reconcile duration and reconciles per window
-	addMean, removeMean []time.Duration
-	addN, removeN       []int
+	AddMean, RemoveMean []time.Duration
+	AddN, RemoveN       []int
 }
 
 // runScale sets b.scaleShards shards, then at every object count measures
@@ -196,11 +198,11 @@ func (b *bench) runScale(ctx context.Context) error {
 			return err
 		}
 		if n > have {
-			b.res.writeRates = append(b.res.writeRates, writeRate{from: have, to: n, rate: rate})
+			b.res.WriteRates = append(b.res.WriteRates, writeRate{From: have, To: n, Rate: rate})
 		}
 		have = n
-		lv := &level{objects: n}
-		b.res.levels = append(b.res.levels, lv)
+		lv := &level{Objects: n}
+		b.res.Levels = append(b.res.Levels, lv)
 		time.Sleep(5 * time.Second) // the API server's own follow-up (watch caches, GC graph)
 
 		steady := n == 0 || n == top
@@ -222,26 +224,26 @@ func (b *bench) runScale(ctx context.Context) error {
 				d.stop()
 				return err
 			}
-			lv.ready = append(lv.ready, ready.Sub(d.started))
-			lv.counted = append(lv.counted, counted.Sub(d.started))
+			lv.Ready = append(lv.Ready, ready.Sub(d.started))
+			lv.Counted = append(lv.Counted, counted.Sub(d.started))
 			mem, err := b.settledMemory(d.proc)
 			if err != nil {
 				return err
 			}
-			lv.mem = append(lv.mem, mem)
+			lv.Mem = append(lv.Mem, mem)
 			m, err := scrape(d.metrics)
 			if err != nil {
 				d.stop()
 				return err
 			}
-			lv.heap = append(lv.heap, m.sum("go_memstats_heap_inuse_bytes", nil))
+			lv.Heap = append(lv.Heap, m.sum("go_memstats_heap_inuse_bytes", nil))
 			if r == 0 {
 				if c, err := readAuditQ(b.env.auditLog, DaemonUser, d.started, counted, true); err == nil {
-					lv.startCalls = c
+					lv.StartCalls = c
 				}
 			}
 			b.logf("objects %d run %d: ready %s, counted %s, RSS %s (peak %s)", n, r+1,
-				lv.ready[r].Round(time.Millisecond), lv.counted[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
+				lv.Ready[r].Round(time.Millisecond), lv.Counted[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
 			if r < b.runs-1 {
 				d.stop()
 			} else {
@@ -276,13 +278,13 @@ func (b *bench) runScale(ctx context.Context) error {
 				p.stop()
 				return err
 			}
-			lv.refSynced = append(lv.refSynced, time.Since(p.started))
+			lv.RefSynced = append(lv.RefSynced, time.Since(p.started))
 			synced := time.Now()
 			mem, err := b.settledMemory(p)
 			if err != nil {
 				return err
 			}
-			lv.refMem = append(lv.refMem, mem)
+			lv.RefMem = append(lv.RefMem, mem)
 			if steady && r == b.runs-1 {
 				// A Go process that has never collected (its heap never
 				// passed the first goal) is not forced to; it has nothing
@@ -299,16 +301,16 @@ func (b *bench) runScale(ctx context.Context) error {
 				}); err != nil {
 					b.notef("objects %d: %v", n, err)
 				}
-				lv.refSteady, err = waitStableRSS(p.pid(), time.Minute)
-				lv.refSteadyAfter = time.Since(synced)
+				lv.RefSteady, err = waitStableRSS(p.pid(), time.Minute)
+				lv.RefSteadyAfter = time.Since(synced)
 				if err != nil {
 					p.stop()
 					return err
 				}
-				b.logf("objects %d: reference steady RSS %s, %s after synced", n, mib(lv.refSteady.RSS), lv.refSteadyAfter.Round(time.Second))
+				b.logf("objects %d: reference steady RSS %s, %s after synced", n, mib(lv.RefSteady.RSS), lv.RefSteadyAfter.Round(time.Second))
 			}
 			p.stop()
-			b.logf("objects %d run %d: reference synced %s, RSS %s (peak %s)", n, r+1, lv.refSynced[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
+			b.logf("objects %d run %d: reference synced %s, RSS %s (peak %s)", n, r+1, lv.RefSynced[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
 		}
 	}
 	return nil
@@ -331,17 +333,17 @@ func (b *bench) steadyDaemon(d *daemon, counted time.Time, gc0 float64, lv *leve
 		}
 		return nil
 	}); err != nil {
-		b.notef("objects %d: %v", lv.objects, err)
+		b.notef("objects %d: %v", lv.Objects, err)
 	}
 	mem, err := waitStableRSS(d.pid(), time.Minute)
 	if err != nil {
 		return err
 	}
-	lv.memSteady, lv.steadyAfter = mem, time.Since(counted)
+	lv.MemSteady, lv.SteadyAfter = mem, time.Since(counted)
 	if m, err := scrape(d.metrics); err == nil {
-		lv.heapSteady = m.sum("go_memstats_heap_inuse_bytes", nil)
+		lv.HeapSteady = m.sum("go_memstats_heap_inuse_bytes", nil)
 	}
-	b.logf("objects %d: shardkeeper steady RSS %s, %s after counted", lv.objects, mib(mem.RSS), lv.steadyAfter.Round(time.Second))
+	b.logf("objects %d: shardkeeper steady RSS %s, %s after counted", lv.Objects, mib(mem.RSS), lv.SteadyAfter.Round(time.Second))
 	return nil
 }
 
@@ -358,7 +360,7 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 			return 0, 0, err
 		}
 		if err := b.env.settle(ctx, 5*time.Minute); err != nil {
-			b.notef("decision latency at %d objects: %v", lv.objects, err)
+			b.notef("decision latency at %d objects: %v", lv.Objects, err)
 		}
 		after, err := b.quietReconciles(d, 3*time.Second, time.Minute)
 		if err != nil {
@@ -367,7 +369,7 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 		n := after.sum("shardkeeper_reconcile_duration_seconds_count", nil) - before.sum("shardkeeper_reconcile_duration_seconds_count", nil)
 		s := after.sum("shardkeeper_reconcile_duration_seconds_sum", nil) - before.sum("shardkeeper_reconcile_duration_seconds_sum", nil)
 		if n <= 0 {
-			return 0, 0, fmt.Errorf("no reconcile at %d objects", lv.objects)
+			return 0, 0, fmt.Errorf("no reconcile at %d objects", lv.Objects)
 		}
 		return time.Duration(s / n * float64(time.Second)), int(n), nil
 	}
@@ -377,13 +379,13 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 		if err != nil {
 			return err
 		}
-		lv.addMean, lv.addN = append(lv.addMean, mean), append(lv.addN, n)
+		lv.AddMean, lv.AddN = append(lv.AddMean, mean), append(lv.AddN, n)
 		mean2, n2, err := window(extra, base)
 		if err != nil {
 			return err
 		}
-		lv.removeMean, lv.removeN = append(lv.removeMean, mean2), append(lv.removeN, n2)
-		b.logf("objects %d run %d: reconcile mean %s over %d (add a shard), %s over %d (remove it)", lv.objects, r+1, mean, n, mean2, n2)
+		lv.RemoveMean, lv.RemoveN = append(lv.RemoveMean, mean2), append(lv.RemoveN, n2)
+		b.logf("objects %d run %d: reconcile mean %s over %d (add a shard), %s over %d (remove it)", lv.Objects, r+1, mean, n, mean2, n2)
 	}
 	return nil
 }
@@ -422,15 +424,15 @@ func (b *bench) quietMetric(d *daemon, metric, doing string, quiet, timeout time
 
 // idle is what the idle window showed.
 type idle struct {
-	window          time.Duration
-	objects, shards int
-	audit           calls
-	daemonWrites    float64 // shardkeeper_api_writes_total
-	reconciles      float64
+	Window          time.Duration
+	Objects, Shards int
+	Audit           calls
+	DaemonWrites    float64 // shardkeeper_api_writes_total
+	Reconciles      float64
 	// apiserver_request_total, every client
-	apiWritesDaemonRes, apiListsDaemonRes float64
-	apiByResource                         map[string]float64
-	apiLabels                             []string
+	APIWritesDaemonRes, APIListsDaemonRes float64
+	APIByResource                         map[string]float64
+	APILabels                             []string
 }
 
 // daemonResources are the resources the daemon reads or writes.
@@ -477,10 +479,10 @@ func (b *bench) idleWindow(ctx context.Context, d *daemon) error {
 	if err != nil {
 		return err
 	}
-	res := &idle{window: t1.Sub(t0), objects: b.res.levels[len(b.res.levels)-1].objects, shards: b.scaleShards, audit: c,
-		daemonWrites:  d1.sum("shardkeeper_api_writes_total", nil) - d0.sum("shardkeeper_api_writes_total", nil),
-		reconciles:    d1.sum("shardkeeper_reconcile_duration_seconds_count", nil) - d0.sum("shardkeeper_reconcile_duration_seconds_count", nil),
-		apiByResource: map[string]float64{},
+	res := &idle{Window: t1.Sub(t0), Objects: b.res.Levels[len(b.res.Levels)-1].Objects, Shards: b.scaleShards, Audit: c,
+		DaemonWrites:  d1.sum("shardkeeper_api_writes_total", nil) - d0.sum("shardkeeper_api_writes_total", nil),
+		Reconciles:    d1.sum("shardkeeper_reconcile_duration_seconds_count", nil) - d0.sum("shardkeeper_reconcile_duration_seconds_count", nil),
+		APIByResource: map[string]float64{},
 	}
 	labelSet := map[string]bool{}
 	delta := map[string]float64{}
@@ -503,21 +505,19 @@ func (b *bench) idleWindow(ctx context.Context, d *daemon) error {
 			continue
 		}
 		verb, res1, _ := strings.Cut(k, " ")
-		res.apiByResource[k] = v
+		res.APIByResource[k] = v
 		if daemonResources[strings.SplitN(res1, "/", 2)[0]] {
 			switch verb {
 			case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY":
-				res.apiWritesDaemonRes += v
+				res.APIWritesDaemonRes += v
 			case "LIST":
-				res.apiListsDaemonRes += v
+				res.APIListsDaemonRes += v
 			}
 		}
 	}
-	for k := range labelSet {
-		res.apiLabels = append(res.apiLabels, k)
-	}
-	b.res.idle = res
-	b.logf("idle window: audit %s; shardkeeper_api_writes_total +%v; reconciles +%v", c, res.daemonWrites, res.reconciles)
+	res.APILabels = slices.Sorted(maps.Keys(labelSet))
+	b.res.Idle = res
+	b.logf("idle window: audit %s; shardkeeper_api_writes_total +%v; reconciles +%v", c, res.DaemonWrites, res.Reconciles)
 	return nil
 }
 

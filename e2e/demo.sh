@@ -33,8 +33,10 @@ up)
   else
     rm -rf "$dir"
     mkdir -p "$dir"
-    go build -o "$bin/localcluster" ./e2e/cmd/localcluster
-    go build -o "$bin/demoseed" ./e2e/cmd/demoseed
+    # e2e is a module of its own: built from there, it needs no go.work.
+    # Static and with -trimpath, as the daemon and the control plane are
+    # built, so that their packages come from the build cache.
+    CGO_ENABLED=0 go -C e2e build -trimpath -o "$bin/" ./cmd/localcluster ./cmd/demoseed
     echo "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok..."
     setsid nohup "$bin/localcluster" --bin-dir "$bin" --work-dir "$dir/cluster" --kubeconfig-out "$kubeconfig" \
       >"$dir/localcluster.out" 2>"$dir/localcluster.log" </dev/null &

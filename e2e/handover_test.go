@@ -79,7 +79,7 @@ func TestHandOverAndPlacement(t *testing.T) {
 }
 
 // TestHandOverFromFleetChart installs a Fleet-shaped chart with static
-// shards, hands them over to shardkeeper as the README says, and upgrades
+// shards, hands them over to shardkeeper as docs/handover.md says, and upgrades
 // the chart without them: no shard Deployment or Service is ever missing.
 func TestHandOverFromFleetChart(t *testing.T) {
 	s := newScenario(t, "fleetchart", true)

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -153,13 +153,7 @@ func (d *daemon) stop() {
 	if d.cmd == nil {
 		return
 	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(10 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	}
+	cluster.Terminate(d.cmd.Process, d.done, 10*time.Second)
 	d.cmd = nil
 }
 
@@ -173,23 +167,8 @@ func (d *daemon) kill() {
 	d.cmd = nil
 }
 
-// logCount counts the log lines containing s.
-func (d *daemon) logCount(s string) int {
-	f, err := os.Open(d.log)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), s) {
-			n++
-		}
-	}
-	return n
-}
+// exited reports whether the daemon's process has ended.
+func (d *daemon) exited() bool { return cluster.Exited(d.done) }
 
 func tail(s string, lines int) string {
 	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -509,6 +488,15 @@ func (s *scenario) status() status.Status {
 	return status.Decode(cm.Data)
 }
 
+// leaseHolder returns the holder of the leader-election Lease, "" if none.
+func (s *scenario) leaseHolder() (string, error) {
+	lease, err := kube.CoordinationV1().Leases(s.fleetNS).Get(s.ctx, "shardkeeper", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return ptr.Deref(lease.Spec.HolderIdentity, ""), nil
+}
+
 func (s *scenario) shardState(id string) string {
 	for _, sh := range s.status().Shards {
 		if sh.ID == id {
@@ -655,16 +643,17 @@ func (d *daemon) metric(sample string) (float64, error) {
 	return 0, nil
 }
 
-// metricSum returns the sum of every sample of the metric name, whatever
-// its labels.
-func (d *daemon) metricSum(name string) (float64, error) {
+// metricSum returns the sum of the samples of the metric name that carry
+// every one of labels, each written as in /metrics (`code="403"`), whatever
+// their other labels.
+func (d *daemon) metricSum(name string, labels ...string) (float64, error) {
 	var body []byte
 	if err := d.get(d.metricsPort, "/metrics", &body); err != nil {
 		return 0, err
 	}
 	var sum float64
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+		if (!strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{")) || !hasLabels(line, labels) {
 			continue
 		}
 		var f float64
@@ -674,6 +663,24 @@ func (d *daemon) metricSum(name string) (float64, error) {
 		sum += f
 	}
 	return sum, nil
+}
+
+// hasLabels reports whether the sample line carries every one of labels.
+func hasLabels(line string, labels []string) bool {
+	set, _, _ := strings.Cut(line, "} ")
+	for _, l := range labels {
+		if !strings.Contains(set, "{"+l) && !strings.Contains(set, ","+l) {
+			return false
+		}
+	}
+	return true
+}
+
+// leads reports whether the daemon holds the Lease and runs the
+// controllers, by its shardkeeper_leader gauge.
+func (d *daemon) leads() (bool, error) {
+	v, err := d.metric("shardkeeper_leader")
+	return v == 1, err
 }
 
 func (d *daemon) get(port int, path string, body *[]byte) error {

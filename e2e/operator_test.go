@@ -35,7 +35,7 @@ import (
 
 const vapAPIVersion = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
 
-// goodInputs are the shard ConfigMaps the README shows, and the other forms
+// goodInputs are the shard ConfigMaps docs/shards.md shows, and the other forms
 // the daemon accepts: the policy must let every one through.
 func goodInputs() []badInput {
 	force := func(v string) map[string]string { return map[string]string{shardconfig.ForceDeleteAnnotation: v} }
@@ -118,7 +118,7 @@ func (s *scenario) installAdmissionPolicies() {
 }
 
 // TestAdmissionPolicyAgreesWithTheDaemon sends every malformed ConfigMap
-// of the bad-input corpus, and every form the README shows, through the API
+// of the bad-input corpus, and every form docs/shards.md shows, through the API
 // server with the chart's policy installed: whatever the policy denies, the
 // daemon rejects too, for the same reason, and it lets every good form
 // through.

@@ -101,8 +101,9 @@ func TestEveryWriteOnce(t *testing.T) {
 	reconcileErrors, err := s.daemon.metricSum("shardkeeper_reconcile_errors_total")
 	require.NoError(t, err)
 	assert.Zero(t, reconcileErrors)
-	waits := s.daemon.logCount("waiting for the caches to show")
-	t.Logf("reconciles that waited for the caches: %d", waits)
+	waits, err := s.daemon.metric("shardkeeper_reconcile_cache_waits_total")
+	require.NoError(t, err)
+	t.Logf("reconciles that waited for the caches: %v", waits)
 	assert.Positive(t, waits, "the bursts made reconciles meet caches behind their writes")
 }
 

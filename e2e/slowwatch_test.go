@@ -144,8 +144,9 @@ func TestRemovalWaitsForALaggingCache(t *testing.T) {
 	deletes, err := s.daemon.metric(`shardkeeper_api_writes_total{resource="deployments",verb="delete"}`)
 	require.NoError(t, err)
 	assert.Zero(t, deletes, "no Deployment of shard late was deleted")
-	assert.Positive(t, s.daemon.logCount("the API server has an object on a removed shard"),
-		"the removal reached the daemon before the GitRepo did")
+	held, err := s.daemon.metric("shardkeeper_removal_cache_waits_total")
+	require.NoError(t, err)
+	assert.Positive(t, held, "the removal reached the daemon before the GitRepo did")
 	for _, e := range s.events(status.ReasonUnknownShard) {
 		assert.NotContains(t, e, `shard ID "late"`, "the GitRepo was left on a shard that no longer exists")
 	}

@@ -119,6 +119,31 @@ func (p *process) stop() error {
 	return nil
 }
 
+// Terminate ends a child process of the harness's own (the daemon, the
+// bench's reference) as Kubernetes ends a container: SIGTERM, then SIGKILL
+// once grace has passed. done is closed once the process has been waited
+// for; Terminate returns when it is.
+func Terminate(p *os.Process, done <-chan struct{}, grace time.Duration) {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = p.Kill()
+		<-done
+	}
+}
+
+// Exited reports whether done is closed: whether the process it stands for
+// has ended and been waited for.
+func Exited(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // logTail returns the last lines of the process log.
 func (p *process) logTail() string {
 	return tailFile(p.logPath, 40, 8192)

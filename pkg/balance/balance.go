@@ -1,6 +1,9 @@
 // Package balance holds the pure decisions of automatic placement: which
 // mapped objects get which shard label in one round. It reads no client and
 // no clock, so a round can be replayed and tested from its Input alone.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package balance
 
 import (
@@ -110,18 +113,54 @@ func Moves(in Input) []Move {
 
 	objs := slices.Clone(in.Objects)
 	slices.SortFunc(objs, compareObjects)
+	g := group(objs, targets, draining, in.Now, in.Cooldown)
 
-	loads := make(map[string]int, len(targets))
-	for _, t := range targets {
-		loads[t] = 0
+	a := newAssigner(objs, targets, g.loads)
+	for _, i := range g.unlabelled {
+		a.toLightest(i, Assign, false)
 	}
-	var unlabelled, waiting, leaving []int
-	cands := make(map[string][]int, len(targets))
+	// Objects that leave a shard go before the assignments that wait: a
+	// shard that is down serves nothing, the unsharded controller does.
+	budget := max(in.MaxMoves, 0)
+	for _, i := range append(g.leaving, g.waiting...) {
+		if budget == 0 {
+			break
+		}
+		a.toLightest(i, pacedReason(objs[i], failing), true)
+		budget--
+	}
+	for _, s := range a.h {
+		g.loads[s.name] = s.load
+	}
+
+	return append(a.moves, rebalance(objs, targets, g.loads, g.cands, max(in.Threshold, 1), budget)...)
+}
+
+// groups are a round's objects as Moves treats them, each an index into
+// the sorted objects.
+type groups struct {
+	// loads is the load of every target before the round.
+	loads map[string]int
+	// unlabelled are assigned at once; waiting (Paced) are assigned within
+	// the budget.
+	unlabelled, waiting []int
+	// leaving are on a draining or failing shard.
+	leaving []int
+	// cands are, per target, the objects rebalance may move.
+	cands map[string][]int
+}
+
+// group sorts objs into groups, each group heaviest first.
+func group(objs []Object, targets, draining []string, now time.Time, cooldown time.Duration) groups {
+	g := groups{loads: make(map[string]int, len(targets)), cands: make(map[string][]int, len(targets))}
+	for _, t := range targets {
+		g.loads[t] = 0
+	}
 	for i, o := range objs {
-		if _, ok := loads[o.Shard]; ok {
-			loads[o.Shard] += weight(o)
-			if o.Movable && !cooling(o, in.Now, in.Cooldown) {
-				cands[o.Shard] = append(cands[o.Shard], i)
+		if _, ok := g.loads[o.Shard]; ok {
+			g.loads[o.Shard] += weight(o)
+			if o.Movable && !cooling(o, now, cooldown) {
+				g.cands[o.Shard] = append(g.cands[o.Shard], i)
 			}
 			continue
 		}
@@ -129,11 +168,11 @@ func Moves(in Input) []Move {
 			continue
 		}
 		if o.Shard == "" && o.Paced {
-			waiting = append(waiting, i)
+			g.waiting = append(g.waiting, i)
 		} else if o.Shard == "" {
-			unlabelled = append(unlabelled, i)
+			g.unlabelled = append(g.unlabelled, i)
 		} else if _, ok := slices.BinarySearch(draining, o.Shard); ok {
-			leaving = append(leaving, i)
+			g.leaving = append(g.leaving, i)
 		}
 	}
 
@@ -141,46 +180,47 @@ func Moves(in Input) []Move {
 	// gaps the heavy ones left. objs is sorted by key, so a stable sort keeps
 	// key order among equal weights.
 	heaviestFirst := func(a, b int) int { return cmp.Compare(weight(objs[b]), weight(objs[a])) }
-	slices.SortStableFunc(unlabelled, heaviestFirst)
-	slices.SortStableFunc(leaving, heaviestFirst)
-	slices.SortStableFunc(waiting, heaviestFirst)
+	slices.SortStableFunc(g.unlabelled, heaviestFirst)
+	slices.SortStableFunc(g.leaving, heaviestFirst)
+	slices.SortStableFunc(g.waiting, heaviestFirst)
+	return g
+}
 
-	h := make(loadHeap, 0, len(targets))
+// pacedReason is why the paced move of o is made: it has no shard yet, or
+// it leaves a failing or a draining one.
+func pacedReason(o Object, failing []string) Reason {
+	if o.Shard == "" {
+		return Assign
+	}
+	if _, ok := slices.BinarySearch(failing, o.Shard); ok {
+		return Failover
+	}
+	return Drain
+}
+
+// assigner moves objects to the lightest target, keeping the targets'
+// loads in a heap.
+type assigner struct {
+	objs  []Object
+	h     loadHeap
+	moves []Move
+}
+
+func newAssigner(objs []Object, targets []string, loads map[string]int) *assigner {
+	a := &assigner{objs: objs, h: make(loadHeap, 0, len(targets))}
 	for _, t := range targets {
-		h = append(h, shardLoad{name: t, load: loads[t]})
+		a.h = append(a.h, shardLoad{name: t, load: loads[t]})
 	}
-	heap.Init(&h)
-	var moves []Move
-	toLightest := func(i int, r Reason, paced bool) {
-		o := objs[i]
-		moves = append(moves, Move{Key: o.Key, From: o.Shard, To: h[0].name, Reason: r, Paced: paced})
-		h[0].load += weight(o)
-		heap.Fix(&h, 0)
-	}
-	for _, i := range unlabelled {
-		toLightest(i, Assign, false)
-	}
-	// Objects that leave a shard go before the assignments that wait: a
-	// shard that is down serves nothing, the unsharded controller does.
-	budget := max(in.MaxMoves, 0)
-	for _, i := range append(leaving, waiting...) {
-		if budget == 0 {
-			break
-		}
-		reason := Drain
-		if objs[i].Shard == "" {
-			reason = Assign
-		} else if _, ok := slices.BinarySearch(failing, objs[i].Shard); ok {
-			reason = Failover
-		}
-		toLightest(i, reason, true)
-		budget--
-	}
-	for _, s := range h {
-		loads[s.name] = s.load
-	}
+	heap.Init(&a.h)
+	return a
+}
 
-	return append(moves, rebalance(objs, targets, loads, cands, max(in.Threshold, 1), budget)...)
+// toLightest moves objs[i] to the lightest target.
+func (a *assigner) toLightest(i int, r Reason, paced bool) {
+	o := a.objs[i]
+	a.moves = append(a.moves, Move{Key: o.Key, From: o.Shard, To: a.h[0].name, Reason: r, Paced: paced})
+	a.h[0].load += weight(o)
+	heap.Fix(&a.h, 0)
 }
 
 // rebalance moves objects from heavy targets to the lightest one until the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -234,7 +235,7 @@ func TestMovesBudget(t *testing.T) {
 		{maxMoves: 100, want: map[Reason]int{Assign: 5, Drain: 4, Rebalance: 5}},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.maxMoves), func(t *testing.T) {
+		t.Run(strconv.Itoa(tt.maxMoves), func(t *testing.T) {
 			moves := Moves(Input{Objects: objs, Targets: []string{"a", "b"}, Draining: []string{"d"}, Now: now, Threshold: 1, MaxMoves: tt.maxMoves})
 			assert.Equal(t, tt.want, countReasons(moves))
 			// Assign, then Drain, then Rebalance.

@@ -59,11 +59,11 @@ type Daemon struct {
 // New builds the daemon from completed options. Nothing talks to the API
 // server yet but discovery clients being set up.
 func New(ctx context.Context, o *Options) (*Daemon, error) {
-	cfg, err := kubeconfig.GetNonInteractiveClientConfig(o.Kubeconfig).ClientConfig()
+	cfg, err := kubeconfig.GetNonInteractiveClientConfig(o.kubeconfig).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	// Protobuf for the built-in kinds: a shard set's writes and their watch
 	// events cost a fraction of the CPU that JSON does. The dynamic client
 	// (custom resources) speaks JSON whatever this says.
@@ -90,21 +90,21 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 	}
 
 	d.broadcaster = status.NewEventBroadcaster(ctx)
-	d.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.kube.CoreV1().Events(o.Namespace)})
+	d.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.kube.CoreV1().Events(o.namespace)})
 	recorder := d.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
 
-	d.tracker = mapped.New(meta, disc, o.Set.Mapped, d.mappedChanged)
+	d.tracker = mapped.New(meta, disc, o.set.Mapped, d.mappedChanged)
 	// Every namespace's Deployments and Services are written through a
 	// client of their own, each with its own rate limiter (lasso makes one
 	// REST client per kind and factory): that many bursts go out at once.
-	writers := len(o.Set.Namespaces()) + len(o.Set.ServiceNamespaces())
-	opts := shardset.Options{ConfigMap: o.configMap(), Sources: o.Set.Sources, WriteParallelism: o.Burst * writers}
-	if o.AllowPlacement {
+	writers := len(o.set.Namespaces()) + len(o.set.ServiceNamespaces())
+	opts := shardset.Options{ConfigMap: o.configMap(), Sources: o.set.Sources, WriteParallelism: o.burst * writers}
+	if o.allowPlacement {
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("dynamic client: %w", err)
 		}
-		d.mover = mover.New(meta, dyn, o.Set.Mapped, d.tracker, recorder)
+		d.mover = mover.New(meta, dyn, o.set.Mapped, d.tracker, recorder)
 		opts.Mover = d.mover
 	}
 	d.ctrl = shardset.Register(ctx, opts, configMaps, configMaps, deployments, services, d.tracker, recorder)
@@ -115,12 +115,12 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 // Deployments' and Services' of the sources' namespaces.
 func (d *Daemon) controllers() (corecontrollers.ConfigMapController, map[string]appscontrollers.DeploymentController, map[string]corecontrollers.ServiceController, error) {
 	o := d.opts
-	cf, err := d.coreFactory(o.Namespace)
+	cf, err := d.coreFactory(o.namespace)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	deployments := map[string]appscontrollers.DeploymentController{}
-	for _, ns := range o.Set.Namespaces() {
+	for _, ns := range o.set.Namespaces() {
 		f, err := d.factoryFor(ns)
 		if err != nil {
 			return nil, nil, nil, err
@@ -132,7 +132,7 @@ func (d *Daemon) controllers() (corecontrollers.ConfigMapController, map[string]
 		deployments[ns] = af.Apps().V1().Deployment()
 	}
 	services := map[string]corecontrollers.ServiceController{}
-	for _, ns := range o.Set.ServiceNamespaces() {
+	for _, ns := range o.set.ServiceNamespaces() {
 		sf, err := d.coreFactory(ns)
 		if err != nil {
 			return nil, nil, nil, err
@@ -189,14 +189,14 @@ func (d *Daemon) mappedChanged() {
 // ends: at once, or, with leader election, while this process leads.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.broadcaster.Shutdown()
-	if err := probe.Serve(ctx, d.opts.ProbeAddr, probe.Handler(d.ready)); err != nil {
+	if err := probe.Serve(ctx, d.opts.probeAddr, probe.Handler(d.ready)); err != nil {
 		return err
 	}
-	if err := probe.Serve(ctx, d.opts.MetricsAddr, probe.MetricsHandler(metrics.Registry, d.opts.Profiling)); err != nil {
+	if err := probe.Serve(ctx, d.opts.metricsAddr, probe.MetricsHandler(metrics.Registry, d.opts.profiling)); err != nil {
 		return err
 	}
-	logrus.WithFields(logrus.Fields{"version": version.Version, "leaderElect": d.opts.LeaderElect}).Info("shardkeeper started")
-	if d.opts.LeaderElect {
+	logrus.WithFields(logrus.Fields{"version": version.Version, "leaderElect": d.opts.leaderElect}).Info("shardkeeper started")
+	if d.opts.leaderElect {
 		return elect(ctx, d.kube, d.opts, d.start)
 	}
 	if err := d.start(ctx); err != nil {
@@ -223,7 +223,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	}
 	if err := d.waitForCaches(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil // shutting down, not failing
+			return nil //nolint:nilerr // shutting down while the caches fill is no failure
 		}
 		return err
 	}
@@ -237,8 +237,8 @@ func (d *Daemon) start(ctx context.Context) error {
 	if d.mover != nil {
 		go d.mover.Run(ctx)
 	}
-	logrus.WithFields(logrus.Fields{"configmap": d.opts.configMap().String(), "sources": len(d.opts.Set.Sources),
-		"mappedKinds": len(d.opts.Set.Mapped)}).Info("controllers started")
+	logrus.WithFields(logrus.Fields{"configmap": d.opts.configMap().String(), "sources": len(d.opts.set.Sources),
+		"mappedKinds": len(d.opts.set.Mapped)}).Info("controllers started")
 	return nil
 }
 
@@ -247,7 +247,7 @@ func (d *Daemon) start(ctx context.Context) error {
 // in its namespace, would otherwise hold readiness off for good with no
 // more than client-go's retries in the log.
 func (d *Daemon) waitForCaches(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, d.opts.CacheSyncTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d.opts.cacheSyncTimeout)
 	defer cancel()
 	var unsynced []string
 	for ns, f := range d.factories {
@@ -262,13 +262,13 @@ func (d *Daemon) waitForCaches(ctx context.Context) error {
 	}
 	slices.Sort(unsynced)
 	return fmt.Errorf("caches of %s did not sync within %s: can the daemon list and watch them there?",
-		strings.Join(unsynced, ", "), d.opts.CacheSyncTimeout)
+		strings.Join(unsynced, ", "), d.opts.cacheSyncTimeout)
 }
 
 // ready is /readyz: caches synced and a reconcile done, or a healthy
 // standby.
 func (d *Daemon) ready() error {
-	if d.opts.LeaderElect && !d.leading.Load() {
+	if d.opts.leaderElect && !d.leading.Load() {
 		return nil
 	}
 	if !d.synced.Load() {

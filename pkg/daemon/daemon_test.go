@@ -56,7 +56,7 @@ func daemonWithCaches() *Daemon {
 	deployments := appsv1.SchemeGroupVersion.WithKind("Deployment")
 	services := corev1.SchemeGroupVersion.WithKind("Service")
 	return &Daemon{
-		opts:    &Options{CacheSyncTimeout: 100 * time.Millisecond},
+		opts:    &Options{cacheSyncTimeout: 100 * time.Millisecond},
 		tracker: mapped.New(nil, nil, nil, func() {}),
 		factories: map[string]controller.SharedControllerFactory{
 			"cattle-fleet-system": fakeFactory{caches: fakeCaches{synced: map[schema.GroupVersionKind]bool{deployments: false, services: true}}},
@@ -82,7 +82,7 @@ func TestStartFailsOnACacheThatDoesNotSync(t *testing.T) {
 
 func TestShutdownWhileCachesSyncIsNoFailure(t *testing.T) {
 	d := daemonWithCaches()
-	d.opts.CacheSyncTimeout = time.Minute
+	d.opts.cacheSyncTimeout = time.Minute
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 

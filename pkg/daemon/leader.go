@@ -29,7 +29,7 @@ func elect(ctx context.Context, kube kubernetes.Interface, o *Options, run func(
 	}
 	id += "_" + string(uuid.NewUUID())
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderNamespace, Name: "shardkeeper"},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.leaderNamespace, Name: "shardkeeper"},
 		Client:     kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
@@ -42,9 +42,9 @@ func elect(ctx context.Context, kube kubernetes.Interface, o *Options, run func(
 	lost := false
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		LeaseDuration:   o.LeaseDuration,
-		RenewDeadline:   o.RenewDeadline,
-		RetryPeriod:     o.RetryPeriod,
+		LeaseDuration:   o.leaseDuration,
+		RenewDeadline:   o.renewDeadline,
+		RetryPeriod:     o.retryPeriod,
 		ReleaseOnCancel: true,
 		Name:            "shardkeeper",
 		Callbacks: leaderelection.LeaderCallbacks{

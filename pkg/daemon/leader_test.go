@@ -13,8 +13,8 @@ import (
 )
 
 func leaseOptions() *Options {
-	return &Options{LeaderNamespace: "cattle-fleet-system", LeaseDuration: 15 * time.Second,
-		RenewDeadline: 10 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	return &Options{leaderNamespace: "cattle-fleet-system", leaseDuration: 15 * time.Second,
+		renewDeadline: 10 * time.Second, retryPeriod: 100 * time.Millisecond}
 }
 
 func TestFailedStartReleasesTheLease(t *testing.T) {
@@ -34,8 +34,8 @@ func TestFailedStartReleasesTheLease(t *testing.T) {
 		lease, err := kube.CoordinationV1().Leases("cattle-fleet-system").Get(t.Context(), "shardkeeper", metav1.GetOptions{})
 		require.NoError(t, err)
 		cancel()
-		<-done
-		t.Fatalf("5s after a failed start the process still leads, holding the Lease as %q", *lease.Spec.HolderIdentity)
+		t.Fatalf("5s after a failed start the process still leads, holding the Lease as %q (and returns %v once cancelled)",
+			*lease.Spec.HolderIdentity, <-done)
 	}
 	lease, err := kube.CoordinationV1().Leases("cattle-fleet-system").Get(t.Context(), "shardkeeper", metav1.GetOptions{})
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"strconv"
 
 	"github.com/go-logr/logr"
@@ -82,9 +83,7 @@ func (s logrusSink) WithName(name string) logr.LogSink {
 // with returns the sink's fields and keysAndValues, which are pairs.
 func (s logrusSink) with(keysAndValues []any) logrus.Fields {
 	out := make(logrus.Fields, len(s.fields)+len(keysAndValues)/2)
-	for k, v := range s.fields {
-		out[k] = v
-	}
+	maps.Copy(out, s.fields)
 	for i := 0; i < len(keysAndValues); i += 2 {
 		var v any = "(MISSING)"
 		if i+1 < len(keysAndValues) {

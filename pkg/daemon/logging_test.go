@@ -46,6 +46,17 @@ func captureLog(t *testing.T, level string, want int) func() []string {
 	}
 }
 
+// logged runs emit with the daemon's JSON logging at level and returns the
+// entries it logged, which must be want: why says which lines are left out.
+func logged(t *testing.T, level string, want int, why string, emit func()) []map[string]any {
+	t.Helper()
+	lines := captureLog(t, level, want)
+	emit()
+	got := entries(t, lines())
+	require.Len(t, got, want, why)
+	return got
+}
+
 // entries parses every line as a JSON object.
 func entries(t *testing.T, lines []string) []map[string]any {
 	t.Helper()
@@ -59,16 +70,13 @@ func entries(t *testing.T, lines []string) []map[string]any {
 }
 
 func TestJSONLogIsJSONOnEveryLine(t *testing.T) {
-	lines := captureLog(t, "info", 4)
-
-	klog.InfoS("Caches populated", "type", "*v1.Deployment", "reflector", "k8s.io/client-go/informers")
-	klog.Errorf("unable to sync caches for %s", "deployments")
-	klog.Background().WithName("leaderelection").Info("Successfully acquired lease", "lock", klog.KRef("cattle-fleet-system", "shardkeeper"))
-	klog.V(2).Info("watch restarted")
-	log.Print("http: TLS handshake error")
-
-	got := entries(t, lines())
-	require.Len(t, got, 4, "klog's V(2) line is left out at info")
+	got := logged(t, "info", 4, "klog's V(2) line is left out at info", func() {
+		klog.InfoS("Caches populated", "type", "*v1.Deployment", "reflector", "k8s.io/client-go/informers")
+		klog.Errorf("unable to sync caches for %s", "deployments")
+		klog.Background().WithName("leaderelection").Info("Successfully acquired lease", "lock", klog.KRef("cattle-fleet-system", "shardkeeper"))
+		klog.V(2).Info("watch restarted")
+		log.Print("http: TLS handshake error")
+	})
 	assert.Equal(t, "Caches populated", got[0]["msg"])
 	assert.Equal(t, "*v1.Deployment", got[0]["type"])
 	assert.Equal(t, "error", got[1]["level"])
@@ -80,14 +88,11 @@ func TestJSONLogIsJSONOnEveryLine(t *testing.T) {
 }
 
 func TestKlogVerbosityFollowsLogLevel(t *testing.T) {
-	lines := captureLog(t, "debug", 2)
-
-	klog.V(2).InfoS("watch restarted", "resource", "deployments")
-	klog.V(6).Info("GET https://10.0.0.1/api")
-	klog.Warning("the last line")
-
-	got := entries(t, lines())
-	require.Len(t, got, 2, "klog's V(6) lines stay out at debug")
+	got := logged(t, "debug", 2, "klog's V(6) lines stay out at debug", func() {
+		klog.V(2).InfoS("watch restarted", "resource", "deployments")
+		klog.V(6).Info("GET https://10.0.0.1/api")
+		klog.Warning("the last line")
+	})
 	assert.Equal(t, "debug", got[0]["level"])
 	assert.Equal(t, "watch restarted", got[0]["msg"])
 	assert.Equal(t, "the last line", got[1]["msg"])

@@ -11,6 +11,9 @@
 // object deleted. Resource versions are compared as the integers that
 // Kubernetes guarantees them to be (KEP-5504): a cache that has moved past a
 // write, whatever happened to the object since, has seen it.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package expect
 
 import (
@@ -88,10 +91,10 @@ func (w *Writes) add(key string, wr write) {
 	w.pending[key] = wr
 }
 
-// Unseen forgets the writes that lookup shows, and those older than the
+// unseen forgets the writes that lookup shows, and those older than the
 // TTL, and returns the keys of the others, sorted, with those it forgot
 // for age (a lost event, worth a log line).
-func (w *Writes) Unseen(lookup Lookup) (unseen, expired []string) {
+func (w *Writes) unseen(lookup Lookup) (unseen, expired []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
@@ -116,7 +119,7 @@ func (w *Writes) Unseen(lookup Lookup) (unseen, expired []string) {
 // writes given up for age as a warning (their watch events were lost) and
 // the wait itself at debug level.
 func (w *Writes) Behind(lookup Lookup, log logrus.FieldLogger) bool {
-	unseen, expired := w.Unseen(lookup)
+	unseen, expired := w.unseen(lookup)
 	if len(expired) > 0 {
 		log.WithField("writes", expired).Warnf("the caches did not show these writes within %s; deciding without them", w.ttl)
 	}

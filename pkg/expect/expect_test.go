@@ -40,7 +40,7 @@ func TestSeen(t *testing.T) {
 	}
 }
 
-func TestUnseen(t *testing.T) {
+func TestWritesUnseen(t *testing.T) {
 	now := time.Unix(1000, 0)
 	w := New(time.Minute)
 	w.now = func() time.Time { return now }
@@ -52,23 +52,23 @@ func TestUnseen(t *testing.T) {
 	w.Deleted("ns/c", types.UID("u"))
 	cache["ns/c"] = Cached{ResourceVersion: "3", UID: "u", Exists: true}
 
-	unseen, expired := w.Unseen(lookup)
+	unseen, expired := w.unseen(lookup)
 	assert.Equal(t, []string{"ns/a", "ns/b", "ns/c"}, unseen, "sorted, none seen yet")
 	assert.Empty(t, expired)
 
 	cache["ns/a"] = Cached{ResourceVersion: "11", Exists: true}
 	delete(cache, "ns/c")
-	unseen, _ = w.Unseen(lookup)
+	unseen, _ = w.unseen(lookup)
 	assert.Equal(t, []string{"ns/b"}, unseen)
 	assert.Equal(t, 1, w.Len(), "what was seen is forgotten")
 
 	// A later write of the same object replaces the earlier one.
 	w.Updated("ns/a", "20")
-	unseen, _ = w.Unseen(lookup)
+	unseen, _ = w.unseen(lookup)
 	assert.Equal(t, []string{"ns/a", "ns/b"}, unseen)
 
 	now = now.Add(time.Minute)
-	unseen, expired = w.Unseen(lookup)
+	unseen, expired = w.unseen(lookup)
 	assert.Empty(t, unseen)
 	assert.Equal(t, []string{"ns/a", "ns/b"}, expired, "forgotten after the TTL, and said so")
 	assert.Zero(t, w.Len())

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 )
 
 // Annotations that placement writes and reads. An object whose shard label
@@ -30,45 +32,7 @@ const (
 // overflow a shard's load.
 const maxWeight = 1000
 
-// Object is what the cache keeps of one mapped object: what the decisions
-// read, and nothing else.
-type Object struct {
-	// Kind is the mapped kind's name, e.g. "gitrepos.fleet.cattle.io".
-	Kind string
-	// Namespace and Name identify the object.
-	Namespace, Name string
-	// ResourceVersion is the precondition of a relabel.
-	ResourceVersion string
-	// Shard is the shard label's value; Labelled is false when there is none.
-	Shard    string
-	Labelled bool
-	// Labels are the object's labels, shared between objects that have the
-	// same ones: read them, never write them.
-	Labels labels.Set
-	// AssignedShard and AssignedAt are placement's record (empty and zero
-	// when placement never labelled the object).
-	AssignedShard string
-	AssignedAt    time.Time
-	// Weight is the weight annotation, 1 when absent or invalid.
-	Weight int
-	// Deleting is true once the object has a deletion timestamp.
-	Deleting bool
-	// Derived is true for objects of a derived kind (source.MappedKind):
-	// guarded, never placed.
-	Derived bool
-}
-
-// Ref names the object in messages and placement rounds: "kind
-// namespace/name".
-func (o Object) Ref() string { return o.Kind + " " + o.Namespace + "/" + o.Name }
-
-// Pinned reports whether a person set the shard label: placement never
-// moves such an object.
-func (o Object) Pinned() bool {
-	return o.Labelled && o.Shard != o.AssignedShard
-}
-
-// entry is an Object without its kind and key, which the index holds
+// entry is a placement.Object without its kind and key, which the index holds
 // elsewhere. Strings that repeat (shard IDs, label sets) are shared.
 type entry struct {
 	rv         string
@@ -375,9 +339,9 @@ func (s *shardIndex) count(shard string) int {
 	return len(s.members[shard])
 }
 
-func (s *shardIndex) object(key string, e *entry) Object {
+func (s *shardIndex) object(key string, e *entry) placement.Object {
 	ns, name, _ := strings.Cut(key, "/")
-	o := Object{Kind: s.kind, Derived: s.derived, Namespace: ns, Name: name, ResourceVersion: e.rv,
+	o := placement.Object{Kind: s.kind, Derived: s.derived, Namespace: ns, Name: name, ResourceVersion: e.rv,
 		Shard: e.shard, Labelled: e.labelled, AssignedShard: e.assigned,
 		Weight: int(e.weight), Deleting: e.deleting}
 	if e.labels != nil {
@@ -390,7 +354,7 @@ func (s *shardIndex) object(key string, e *entry) Object {
 }
 
 // mappedTo returns the objects labelled with shard, in key order.
-func (s *shardIndex) mappedTo(shard string) []Object {
+func (s *shardIndex) mappedTo(shard string) []placement.Object {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	set := s.members[shard]
@@ -399,7 +363,7 @@ func (s *shardIndex) mappedTo(shard string) []Object {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	out := make([]Object, len(keys))
+	out := make([]placement.Object, len(keys))
 	for i, k := range keys {
 		out[i] = s.object(k, set[k])
 	}
@@ -407,7 +371,7 @@ func (s *shardIndex) mappedTo(shard string) []Object {
 }
 
 // all appends every object, labelled or not, to out.
-func (s *shardIndex) all(out []Object) []Object {
+func (s *shardIndex) all(out []placement.Object) []placement.Object {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for k, e := range s.byKey {

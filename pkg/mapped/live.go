@@ -44,9 +44,7 @@ func (t *Tracker) Live(ctx context.Context, shards []string) (map[string]string,
 		if k.current() == nil {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			found, err := t.liveKind(ctx, k, shards)
 			mu.Lock()
 			defer mu.Unlock()
@@ -59,7 +57,7 @@ func (t *Tracker) Live(ctx context.Context, shards []string) (map[string]string,
 					out[shard] = ref
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

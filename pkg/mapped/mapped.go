@@ -1,9 +1,12 @@
 // Package mapped caches the objects (GitRepos, HelmOps, HelmReleases, ...)
 // that a shard label maps to a shard, indexed by shard. It watches metadata
 // only; it keeps of each object only what the decisions read (key, shard
-// label, labels, placement's annotations, deletion state); and it follows
-// each kind's CRD so that a kind installed later is picked up without a
-// restart.
+// label, labels, placement's annotations, deletion state), handed out as
+// placement.Object; and it follows each kind's CRD so that a kind installed
+// later is picked up without a restart.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package mapped
 
 import (
@@ -26,6 +29,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
@@ -95,7 +99,6 @@ func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []s
 // name) and starts or stops the kind's own informer as the CRD comes and goes.
 func (t *Tracker) Start(ctx context.Context) error {
 	for _, k := range t.kinds {
-		k := k
 		inf := metadatainformer.NewFilteredMetadataInformer(t.client, crdResource, metav1.NamespaceAll, 0, cache.Indexers{},
 			func(o *metav1.ListOptions) {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.spec.CRDName()).String()
@@ -316,8 +319,8 @@ func (t *Tracker) Shards() []string {
 }
 
 // MappedTo returns the objects of every kind labelled with shard.
-func (t *Tracker) MappedTo(shard string) []Object {
-	var out []Object
+func (t *Tracker) MappedTo(shard string) []placement.Object {
+	var out []placement.Object
 	for _, k := range t.kinds {
 		if index := k.current(); index != nil {
 			out = append(out, index.mappedTo(shard)...)
@@ -327,8 +330,8 @@ func (t *Tracker) MappedTo(shard string) []Object {
 }
 
 // All returns every cached object of every kind, labelled or not.
-func (t *Tracker) All() []Object {
-	var out []Object
+func (t *Tracker) All() []placement.Object {
+	var out []placement.Object
 	for _, k := range t.kinds {
 		if index := k.current(); index != nil {
 			out = index.all(out)

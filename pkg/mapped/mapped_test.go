@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
@@ -79,7 +80,7 @@ func TestShardIndexSharesIDs(t *testing.T) {
 	assert.Same(t, a.labels, b.labels, "objects with the same labels share one set")
 }
 
-func keys(objs []Object) []string {
+func keys(objs []placement.Object) []string {
 	out := []string{}
 	for _, o := range objs {
 		out = append(out, o.Namespace+"/"+o.Name)
@@ -108,7 +109,7 @@ func TestShardIndexPlacementFacts(t *testing.T) {
 	assert.Equal(t, int32(7), st.(*stripped).e.weight)
 
 	require.NoError(t, s.Replace([]any{st, pinned, bare, heavy}, "1"))
-	all := map[string]Object{}
+	all := map[string]placement.Object{}
 	for _, o := range s.all(nil) {
 		all[o.Name] = o
 	}

@@ -1,5 +1,9 @@
 // Package metrics holds shardkeeper's Prometheus metrics and the registry
 // that /metrics serves.
+//
+// The metric names and labels are the daemon's interface to its dashboards
+// and alerts; the Go package is the daemon's own: not a supported API, and
+// it may change in any release.
 package metrics
 
 import (
@@ -35,6 +39,17 @@ var (
 	})
 	// ReconcileErrors counts reconciles that ended in an error (and a retry).
 	ReconcileErrors = counter("shardkeeper_reconcile_errors_total", "Reconciles of the shard set that failed and were retried.")
+	// ReconcileCacheWaits counts reconciles put off because the caches did
+	// not yet show this process's own writes: how often a decision would
+	// otherwise have been taken on a stale cache.
+	ReconcileCacheWaits = counter("shardkeeper_reconcile_cache_waits_total",
+		"Reconciles of the shard set put off until the caches show this process's own writes.")
+	// RemovalCacheWaits counts, per shard and reconcile, the removals put
+	// off because the API server showed an object mapped to the shard that
+	// the caches did not yet: each one a shard that the caches alone would
+	// have deleted under an object.
+	RemovalCacheWaits = counter("shardkeeper_removal_cache_waits_total",
+		"Shard removals put off because the API server showed an object mapped to the shard that the caches did not show yet, counted per reconcile.")
 	// BlockedDeletions counts shards whose deletion was refused because
 	// objects were still mapped to them.
 	BlockedDeletions = counter("shardkeeper_blocked_deletions_total",
@@ -100,7 +115,7 @@ func init() {
 	Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, BlockedDeletions, ForcedDeletions, apiWrites, apiWriteErrors,
+		Shards, MappedObjects, ReconcileDuration, ReconcileErrors, ReconcileCacheWaits, RemovalCacheWaits, BlockedDeletions, ForcedDeletions, apiWrites, apiWriteErrors,
 		PlacementMoves, UnknownShardObjects, ShardDeployments, ConfigAccepted, Leader, LastReconcileSuccess,
 	)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,24 +38,30 @@ func TestCountWrites(t *testing.T) {
 	updated := apiWrites.WithLabelValues("update", "configmaps")
 	conflicts := apiWriteErrors.WithLabelValues("update", "configmaps", "409")
 	failedCreates := apiWriteErrors.WithLabelValues("create", "configmaps", "200")
-	before := []float64{testutil.ToFloat64(created), testutil.ToFloat64(updated), testutil.ToFloat64(conflicts)}
+	before := []int{count(created), count(updated), count(conflicts)}
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
-		req, err := http.NewRequest(m, srv.URL+"/api/v1/namespaces/ns/configmaps", nil)
+		req, err := http.NewRequestWithContext(t.Context(), m, srv.URL+"/api/v1/namespaces/ns/configmaps", nil)
 		require.NoError(t, err)
 		resp, err := client.Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
-	assert.Equal(t, before[0]+1, testutil.ToFloat64(created), "only the POST and the PUT count")
-	assert.Equal(t, before[1]+1, testutil.ToFloat64(updated))
-	assert.Equal(t, before[2]+1, testutil.ToFloat64(conflicts), "the refused PUT counts as an error, by its code")
-	assert.Zero(t, testutil.ToFloat64(failedCreates), "a write that succeeded is no error")
+	assert.Equal(t, before[0]+1, count(created), "only the POST and the PUT count")
+	assert.Equal(t, before[1]+1, count(updated))
+	assert.Equal(t, before[2]+1, count(conflicts), "the refused PUT counts as an error, by its code")
+	assert.Zero(t, count(failedCreates), "a write that succeeded is no error")
 
 	// A write that gets no answer.
 	srv.Close()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/namespaces/ns/configmaps", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/api/v1/namespaces/ns/configmaps", nil)
 	require.NoError(t, err)
-	_, err = client.Do(req)
+	resp, err := client.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
 	require.Error(t, err)
-	assert.Equal(t, 1.0, testutil.ToFloat64(apiWriteErrors.WithLabelValues("create", "configmaps", "none")))
+	assert.Equal(t, 1, count(apiWriteErrors.WithLabelValues("create", "configmaps", "none")))
 }
+
+// count is a counter's value: a whole number, compared exactly.
+func count(c prometheus.Counter) int { return int(testutil.ToFloat64(c)) }

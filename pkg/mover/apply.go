@@ -21,6 +21,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
@@ -53,11 +54,11 @@ func (r result) total() int {
 // movePatch is the merge patch that moves o to shard to: the shard label and
 // placement's record, with o's resourceVersion as precondition, so that a
 // label someone set meanwhile is never overwritten.
-func movePatch(o mapped.Object, label, to string, now time.Time) ([]byte, error) {
+func movePatch(o placement.Object, label, to string, now time.Time) ([]byte, error) {
 	return json.Marshal(patch(o, label, to, now))
 }
 
-func patch(o mapped.Object, label, to string, now time.Time) map[string]any {
+func patch(o placement.Object, label, to string, now time.Time) map[string]any {
 	return map[string]any{"metadata": map[string]any{
 		"resourceVersion": o.ResourceVersion,
 		"labels":          map[string]string{label: to},
@@ -72,7 +73,7 @@ func patch(o mapped.Object, label, to string, now time.Time) map[string]any {
 // "spec.forceSyncGeneration") to value. In one write with the label, the
 // controller of the new shard is the one that sees the bump: Fleet's gitjob
 // then runs `fleet apply` again, which relabels the GitRepo's Bundles.
-func bumpPatch(o mapped.Object, label, to string, now time.Time, path string, value int64) ([]byte, error) {
+func bumpPatch(o placement.Object, label, to string, now time.Time, path string, value int64) ([]byte, error) {
 	body := patch(o, label, to, now)
 	fields := strings.Split(path, ".")
 	m := body
@@ -94,7 +95,7 @@ var errWithdrawn = errors.New("the shard no longer receives objects")
 
 // apply writes the moves, a few at a time. An object in bumped is bumped as
 // it moves.
-func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[string]mapped.Object, bumped map[string]bool, now time.Time) result {
+func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[string]placement.Object, bumped map[string]bool, now time.Time) result {
 	res := result{moved: map[balance.Reason]int{}, to: map[string]int{}, from: map[string]int{}, down: map[string]int{}}
 	var mu sync.Mutex
 	var g errgroup.Group
@@ -140,7 +141,7 @@ func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[strin
 	return res
 }
 
-func (p *Mover) relabel(ctx context.Context, o mapped.Object, kind source.MappedKind, to string, now time.Time, bump bool) error {
+func (p *Mover) relabel(ctx context.Context, o placement.Object, kind source.MappedKind, to string, now time.Time, bump bool) error {
 	body, err := movePatch(o, kind.Label, to, now)
 	if bump {
 		var value int64
@@ -169,7 +170,7 @@ func (p *Mover) relabel(ctx context.Context, o mapped.Object, kind source.Mapped
 // bumped reads the object's BumpOnMove field and returns it plus one. The
 // object must still be the one the decision saw: a newer resourceVersion is
 // a conflict, decided again from the cache.
-func (p *Mover) bumped(ctx context.Context, o mapped.Object, kind source.MappedKind) (int64, error) {
+func (p *Mover) bumped(ctx context.Context, o placement.Object, kind source.MappedKind) (int64, error) {
 	full, err := p.reader.Get(ctx, kind.Resource, o.Namespace, o.Name)
 	if err != nil {
 		return 0, fmt.Errorf("reading %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)

@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
 // owners returns "namespace/name" of the objects that have derived objects
 // in the cache, as the derived objects' owner labels (by kind name) name
 // them: the GitRepos that have Bundles.
-func owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool {
+func owners(objs []placement.Object, ownerLabels map[string]string) map[string]bool {
 	out := map[string]bool{}
 	if len(ownerLabels) == 0 {
 		return out
@@ -30,7 +30,7 @@ func owners(objs []mapped.Object, ownerLabels map[string]string) map[string]bool
 
 // bumping returns, by Ref, the objects whose move bumps a field: those of a
 // kind with BumpOnMove that have derived objects.
-func (p *Mover) bumping(objs []mapped.Object) map[string]bool {
+func (p *Mover) bumping(objs []placement.Object) map[string]bool {
 	own := owners(objs, p.ownerLabels)
 	out := map[string]bool{}
 	for _, o := range objs {
@@ -43,7 +43,7 @@ func (p *Mover) bumping(objs []mapped.Object) map[string]bool {
 
 // receiving returns the shards that may receive objects: the targets that
 // are neither draining nor failing over.
-func receiving(st State) map[string]bool {
+func receiving(st placement.State) map[string]bool {
 	out := make(map[string]bool, len(st.Targets))
 	for _, t := range st.Targets {
 		out[t] = true
@@ -59,10 +59,10 @@ func receiving(st State) map[string]bool {
 // resourceVersion the decision saw. The objects in bumped start work when
 // they move, so their assignments are paced, as are all assignments while
 // the unsharded controllers serve the unlabelled objects.
-func input(st State, objs []mapped.Object, now time.Time, budget int, bumped map[string]bool) (balance.Input, map[string]mapped.Object) {
+func input(st placement.State, objs []placement.Object, now time.Time, budget int, bumped map[string]bool) (balance.Input, map[string]placement.Object) {
 	in := balance.Input{Targets: st.Targets, Draining: st.Draining, FailingOver: st.FailingOver, Now: now,
 		MaxMoves: budget, Cooldown: st.Placement.Cooldown, Objects: make([]balance.Object, 0, len(objs))}
-	index := make(map[string]mapped.Object, len(objs))
+	index := make(map[string]placement.Object, len(objs))
 	targets := receiving(st)
 	known := map[string]bool{}
 	for _, ids := range [][]string{st.Shards, st.Targets, st.Draining, st.FailingOver} {
@@ -84,7 +84,7 @@ func input(st State, objs []mapped.Object, now time.Time, budget int, bumped map
 			po.Shard = o.Shard
 		}
 		// Movable and labelled: placement put it there (see
-		// mapped.Object.Pinned).
+		// placement.Object.Pinned).
 		if po.Movable && po.Shard != "" && !known[po.Shard] {
 			gone[po.Shard] = true
 		}

@@ -1,8 +1,11 @@
-// Package mover carries out automatic placement: in rounds, it asks the
-// placement package which mapped objects get which shard label and writes
-// those labels, paced, with each object's resourceVersion as precondition.
-// Which shards may receive objects and which are draining comes from the
-// shard set's reconcile (see shardset), so the two never disagree.
+// Package mover carries out automatic placement: in rounds, it asks
+// pkg/balance which mapped objects get which shard label and writes those
+// labels, paced, with each object's resourceVersion as precondition. Which
+// shards may receive objects and which are draining comes from the shard
+// set's reconcile (a placement.State), so the two never disagree.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package mover
 
 import (
@@ -14,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,8 +27,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/expect"
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
-	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
@@ -42,34 +43,12 @@ const retryAfter = 2 * time.Second
 // limiter paces them further.
 const writeParallelism = 8
 
-// Objects is what the mover reads of the mapped-object caches.
-type Objects interface {
+// objectCache is what the mover reads of the mapped-object caches.
+type objectCache interface {
 	// Synced reports whether every mapped kind is cached.
 	Synced() bool
 	// All returns every cached object, labelled or not.
-	All() []mapped.Object
-}
-
-// State is what the shard set's last reconcile decided that placement
-// needs.
-type State struct {
-	// ConfigMap is the shard ConfigMap, which the Events are about.
-	ConfigMap *corev1.ConfigMap
-	// Placement are the settings; placement does nothing while disabled.
-	Placement shardconfig.Placement
-	// Targets may receive objects; Draining must lose theirs, and so must
-	// FailingOver, the shards that are down.
-	Targets, Draining, FailingOver []string
-	// FailingKinds holds, per shard in FailingOver, the kinds that leave
-	// it (plan.Plan.FailingKinds); the others' controllers run there.
-	FailingKinds map[string][]string
-	// Shards are every shard that is listed or still runs. An object that
-	// placement put on any other shard is served by nobody, and leaves as a
-	// drain's objects do.
-	Shards []string
-	// Served is whether the unsharded controllers run: they serve the
-	// objects with no shard label, whose assignments are then paced.
-	Served bool
+	All() []placement.Object
 }
 
 // patcher is the one write the mover makes: a patch of one object. It is
@@ -115,7 +94,7 @@ type Mover struct {
 	kinds  map[string]source.MappedKind
 	// ownerLabels are the derived kinds' OwnerLabel, by kind name.
 	ownerLabels map[string]string
-	objects     Objects
+	objects     objectCache
 	recorder    record.EventRecorder
 	now         func() time.Time
 	wake        chan struct{}
@@ -124,7 +103,7 @@ type Mover struct {
 	writes *expect.Writes
 
 	mu    sync.Mutex
-	state State
+	state placement.State
 	// window paces the paced moves (balance.Move.Paced): at most MaxMoves
 	// of them per Interval.
 	windowStart time.Time
@@ -141,13 +120,13 @@ type Mover struct {
 
 // New returns a Mover for the mapped kinds. Derived kinds are never
 // moved: they follow the objects they are made from.
-func New(client metadata.Interface, reader dynamic.Interface, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Mover {
+func New(client metadata.Interface, reader dynamic.Interface, kinds []source.MappedKind, objects objectCache, recorder record.EventRecorder) *Mover {
 	return newMover(metadataPatcher{client}, dynamicReader{reader}, kinds, objects, recorder)
 }
 
 // newMover is New for any patcher and reader, so that tests can pass
 // recording fakes.
-func newMover(client patcher, full reader, kinds []source.MappedKind, objects Objects, recorder record.EventRecorder) *Mover {
+func newMover(client patcher, full reader, kinds []source.MappedKind, objects objectCache, recorder record.EventRecorder) *Mover {
 	p := &Mover{client: client, reader: full, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
 		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1), writes: expect.New(expect.DefaultTTL)}
 	for _, k := range kinds {
@@ -164,7 +143,7 @@ func newMover(client patcher, full reader, kinds []source.MappedKind, objects Ob
 // cachesBehind reports whether a relabel of this process is not yet in the
 // mapped caches, whose objects index holds by Ref: a round decided now would
 // count its object on the shard it left, and move it again.
-func (p *Mover) cachesBehind(index map[string]mapped.Object) bool {
+func (p *Mover) cachesBehind(index map[string]placement.Object) bool {
 	return p.writes.Behind(func(key string) expect.Cached {
 		o, ok := index[key]
 		return expect.Cached{ResourceVersion: o.ResourceVersion, Exists: ok}
@@ -173,7 +152,7 @@ func (p *Mover) cachesBehind(index map[string]mapped.Object) bool {
 
 // Set records the latest state and asks for a round if it changed; a
 // change of the objects wakes the mover through Wake.
-func (p *Mover) Set(st State) {
+func (p *Mover) Set(st placement.State) {
 	p.gate.Lock()
 	p.receivers = receiving(st)
 	p.gate.Unlock()
@@ -202,7 +181,7 @@ func (p *Mover) Restrict(targets []string) {
 }
 
 // sameState compares what a round reads; the ConfigMap by version.
-func sameState(a, b State) bool {
+func sameState(a, b placement.State) bool {
 	if (a.ConfigMap == nil) != (b.ConfigMap == nil) ||
 		(a.ConfigMap != nil && a.ConfigMap.ResourceVersion != b.ConfigMap.ResourceVersion) {
 		return false

@@ -9,7 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 )
 
 // Availability is what this process has seen of the listed shards'
@@ -18,18 +18,18 @@ import (
 // just started (or been elected) is down for that process from that moment,
 // so it waits a full FailoverAfter before it moves anything.
 type Availability struct {
-	// Unavailable holds, per shard copy of a source ("namespace/name" of
+	// unavailable holds, per shard copy of a source ("namespace/name" of
 	// its Deployment), when this process first saw it with no Available
 	// replica.
-	Unavailable map[string]time.Time
-	// Returned holds, per copy that was down, when this process first saw
+	unavailable map[string]time.Time
+	// returned holds, per copy that was down, when this process first saw
 	// it available again. Until FailoverAfter has passed since, its shard
 	// takes no objects, so that a shard that flaps does not draw load back.
-	Returned map[string]time.Time
-	// Had holds, per "shard/kind" that is failed over, how many objects of
+	returned map[string]time.Time
+	// had holds, per "shard/kind" that is failed over, how many objects of
 	// the kind were mapped to the shard when they began to leave, so that
 	// the status can say how many have left.
-	Had map[string]int
+	had map[string]int
 }
 
 // failover is what decideFailover concluded for one decision.
@@ -116,16 +116,9 @@ func movableKinds(m Mapped, shard string, had map[string]int) []string {
 func decideFailover(in Input, running map[string]*inForce) failover {
 	place := in.Config.Placement
 	f := failover{down: map[string]outage{}, failing: map[string]bool{}, recovering: map[string]bool{},
-		seen: Availability{Unavailable: map[string]time.Time{}, Returned: map[string]time.Time{}, Had: map[string]int{}}}
-	after := place.FailoverAfter
-	if !place.Enabled || after <= 0 {
+		seen: Availability{unavailable: map[string]time.Time{}, returned: map[string]time.Time{}, had: map[string]int{}}}
+	if !place.Enabled || place.FailoverAfter <= 0 {
 		return f
-	}
-	wait := func(since time.Time) {
-		left := after - in.Now.Sub(since)
-		if f.recheck == 0 || left < f.recheck {
-			f.recheck = max(left, time.Second)
-		}
 	}
 	unavailable := 0
 	for _, shard := range in.Config.Shards {
@@ -134,58 +127,14 @@ func decideFailover(in Input, running map[string]*inForce) failover {
 			continue
 		}
 		copies := shardCopies(in.Sources, id, running[id].deployments)
-		for i := range copies {
-			c := &copies[i]
-			if c.out {
-				since, ok := in.Availability.Unavailable[c.name]
-				if !ok {
-					since = in.Now
-				}
-				f.seen.Unavailable[c.name], c.since = since, since
-				if c.down = in.Now.Sub(since) >= after; !c.down {
-					wait(since)
-				}
-				continue
-			}
-			// Available. It returns from being down, or keeps returning,
-			// until it has been up for FailoverAfter.
-			since, returning := in.Availability.Returned[c.name]
-			if wasDown, ok := in.Availability.Unavailable[c.name]; ok && in.Now.Sub(wasDown) >= after {
-				since, returning = in.Now, true
-			}
-			if returning && in.Now.Sub(since) < after {
-				f.seen.Returned[c.name] = since
-				f.recovering[id] = true
-				wait(since)
-			}
-		}
-		kinds := movableKinds(in.Mapped, id, in.Availability.Had)
+		f.observe(in, id, copies)
+		kinds := movableKinds(in.Mapped, id, in.Availability.had)
 		if _, out := outKinds(copies, kinds, func(c shardCopy) bool { return c.out }); out {
 			unavailable++
 		}
-		downKinds, down := outKinds(copies, kinds, func(c shardCopy) bool { return c.down })
-		if !down {
-			continue
+		if o, down := f.outage(in, id, copies, kinds); down {
+			f.down[id] = o
 		}
-		o := outage{kinds: downKinds}
-		allDown := !slices.ContainsFunc(copies, func(c shardCopy) bool { return !c.down })
-		for _, c := range copies {
-			if c.down && (allDown || slices.ContainsFunc(downKinds, c.servesKind)) {
-				o.copies = append(o.copies, c.name)
-				if o.since.IsZero() || c.since.Before(o.since) {
-					o.since = c.since
-				}
-			}
-		}
-		counts := in.Mapped.Counts(id)
-		for _, k := range downKinds {
-			had, ok := in.Availability.Had[id+"/"+k]
-			if !ok {
-				had = counts[k]
-			}
-			f.seen.Had[id+"/"+k] = had
-		}
-		f.down[id] = o
 	}
 	// The bound counts every shard with a kind that a copy it needs is out
 	// for, down or on its way to it: in an outage of many shards the
@@ -203,10 +152,79 @@ func decideFailover(in Input, running map[string]*inForce) failover {
 	return f
 }
 
+// observe brings what this process has seen of a shard's copies up to
+// in.Now: since when each has had no Available replica, or has had one
+// again after it was down; a copy out for FailoverAfter is down.
+func (f *failover) observe(in Input, id string, copies []shardCopy) {
+	after := in.Config.Placement.FailoverAfter
+	for i := range copies {
+		c := &copies[i]
+		if c.out {
+			since, ok := in.Availability.unavailable[c.name]
+			if !ok {
+				since = in.Now
+			}
+			f.seen.unavailable[c.name], c.since = since, since
+			if c.down = in.Now.Sub(since) >= after; !c.down {
+				f.recheckWithin(after - in.Now.Sub(since))
+			}
+			continue
+		}
+		// Available. It returns from being down, or keeps returning,
+		// until it has been up for FailoverAfter.
+		since, returning := in.Availability.returned[c.name]
+		if wasDown, ok := in.Availability.unavailable[c.name]; ok && in.Now.Sub(wasDown) >= after {
+			since, returning = in.Now, true
+		}
+		if returning && in.Now.Sub(since) < after {
+			f.seen.returned[c.name] = since
+			f.recovering[id] = true
+			f.recheckWithin(after - in.Now.Sub(since))
+		}
+	}
+}
+
+// recheckWithin makes the next decision due once left has passed, at the
+// latest; a second at the soonest.
+func (f *failover) recheckWithin(left time.Duration) {
+	if f.recheck == 0 || left < f.recheck {
+		f.recheck = max(left, time.Second)
+	}
+}
+
+// outage returns what is down on a shard, if anything is: the kinds that
+// a copy they need has been down for, and those copies. It remembers how
+// many objects of each such kind the shard had when they began to leave.
+func (f *failover) outage(in Input, id string, copies []shardCopy, kinds []string) (outage, bool) {
+	downKinds, down := outKinds(copies, kinds, func(c shardCopy) bool { return c.down })
+	if !down {
+		return outage{}, false
+	}
+	o := outage{kinds: downKinds}
+	allDown := !slices.ContainsFunc(copies, func(c shardCopy) bool { return !c.down })
+	for _, c := range copies {
+		if c.down && (allDown || slices.ContainsFunc(downKinds, c.servesKind)) {
+			o.copies = append(o.copies, c.name)
+			if o.since.IsZero() || c.since.Before(o.since) {
+				o.since = c.since
+			}
+		}
+	}
+	counts := in.Mapped.Counts(id)
+	for _, k := range downKinds {
+		had, ok := in.Availability.had[id+"/"+k]
+		if !ok {
+			had = counts[k]
+		}
+		f.seen.had[id+"/"+k] = had
+	}
+	return o, true
+}
+
 // StaysOnFailover reports whether o stays on its shard although the shard
 // is failed over: failing holds, per shard, the kinds that leave it
 // (Plan.FailingKinds), and the controller of o's kind runs there.
-func StaysOnFailover(failing map[string][]string, o mapped.Object) bool {
+func StaysOnFailover(failing map[string][]string, o placement.Object) bool {
 	kinds, ok := failing[o.Shard]
 	return ok && o.Labelled && !slices.Contains(kinds, o.Kind)
 }

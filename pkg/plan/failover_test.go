@@ -44,6 +44,7 @@ func (w *world) setAvailable(id string, up bool) {
 
 // failoverWorld is shards a, b, c, d rolled out, with failover after a minute.
 func failoverWorld(t *testing.T) (*world, string) {
+	t.Helper()
 	w := newWorld(t)
 	const placement = "failoverAfter: 1m"
 	w.converge(w.decideAt("a,b,c,d", placement, t0, Availability{}))
@@ -83,11 +84,11 @@ func TestFailoverWaitsAFullFailoverAfterOfItsOwn(t *testing.T) {
 	assert.Empty(t, p.FailingOver)
 }
 
-// setCloneAvailable gives shard id's copy of source one Available replica,
-// or none.
-func (w *world) setCloneAvailable(source, id string, up bool) {
-	d := w.deps[ns+"/"+source+"-shard-"+id]
-	require.NotNil(w.t, d, "%s-shard-%s", source, id)
+// setCopyOfBAvailable gives shard b's copy of source one Available
+// replica, or none.
+func (w *world) setCopyOfBAvailable(source string, up bool) {
+	d := w.deps[ns+"/"+source+"-shard-b"]
+	require.NotNil(w.t, d, "%s-shard-b", source)
 	d.Status.AvailableReplicas = 0
 	if up {
 		d.Status.AvailableReplicas = 1
@@ -109,7 +110,7 @@ func TestFailoverIsPerController(t *testing.T) {
 	w.converge(w.decideAt("a,b,c,d", place, t0, Availability{}))
 	w.rollOut()
 	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"apps/one", "apps/two"}, "helmops": {"apps/chart"}}
-	w.setCloneAvailable("gitjob", "b", false)
+	w.setCopyOfBAvailable("gitjob", false)
 
 	p := w.decideAt("a,b,c,d", place, t0, Availability{})
 	assert.Empty(t, p.FailingOver, "first seen down just now")
@@ -123,7 +124,7 @@ func TestFailoverIsPerController(t *testing.T) {
 
 	// fleet-controller going down as well takes the HelmOps with it: no
 	// Bundle of theirs reaches a cluster without it.
-	w.setCloneAvailable("fleet-controller", "b", false)
+	w.setCopyOfBAvailable("fleet-controller", false)
 	p = w.decideAt("a,b,c,d", place, t0.Add(3*time.Minute), p.Availability)
 	assert.Equal(t, map[string][]string{"b": {"gitrepos"}}, p.FailingKinds, "fleet-controller first seen down just now")
 	p = w.decideAt("a,b,c,d", place, t0.Add(4*time.Minute), p.Availability)
@@ -131,9 +132,9 @@ func TestFailoverIsPerController(t *testing.T) {
 
 	// gitjob comes back while helmops goes down: the HelmOps move, the
 	// GitRepos stay.
-	w.setCloneAvailable("gitjob", "b", true)
-	w.setCloneAvailable("fleet-controller", "b", true)
-	w.setCloneAvailable("helmops", "b", false)
+	w.setCopyOfBAvailable("gitjob", true)
+	w.setCopyOfBAvailable("fleet-controller", true)
+	w.setCopyOfBAvailable("helmops", false)
 	p = w.decideAt("a,b,c,d", place, t0.Add(5*time.Minute), p.Availability)
 	assert.Empty(t, p.FailingOver, "helmops first seen down just now")
 	p = w.decideAt("a,b,c,d", place, t0.Add(6*time.Minute), p.Availability)
@@ -173,8 +174,8 @@ func TestFailoverIgnoresShortOutages(t *testing.T) {
 	p = w.decideAt("a,b,c,d", place, t0.Add(30*time.Second), p.Availability)
 	assert.Empty(t, p.FailingOver)
 	assert.Contains(t, p.Targets, "b")
-	assert.Empty(t, p.Availability.Unavailable)
-	assert.Empty(t, p.Availability.Returned)
+	assert.Empty(t, p.Availability.unavailable)
+	assert.Empty(t, p.Availability.returned)
 }
 
 func TestFailoverBlastRadius(t *testing.T) {
@@ -221,7 +222,7 @@ func TestFailoverLeavesDrainingShardsAndNeedsTheSetting(t *testing.T) {
 
 	p = w.decideAt("a,b,c,d", "", t0.Add(time.Hour), later)
 	assert.Empty(t, p.FailingOver, "no failoverAfter: no failover")
-	assert.Empty(t, p.Availability.Unavailable, "and nothing remembered")
+	assert.Empty(t, p.Availability.unavailable, "and nothing remembered")
 
 	cfg, err := shardconfig.Parse(map[string]string{shardconfig.ShardsKey: "a,b,c,d", shardconfig.PlacementKey: place}, nil,
 		map[string]string{shardconfig.DrainAnnotation: "b"})
@@ -256,7 +257,7 @@ func FuzzFailover(f *testing.F) {
 		w.converge(w.decideAt(shards, place, t0, Availability{}))
 		w.rollOut()
 		seen, now := Availability{}, t0
-		for step := 0; step < 30; step++ {
+		for range 30 {
 			now = now.Add(time.Duration(rng.IntN(90)) * time.Second)
 			for _, id := range ids {
 				if rng.IntN(4) == 0 {
@@ -271,7 +272,7 @@ func FuzzFailover(f *testing.F) {
 			for _, id := range p.FailingOver {
 				require.NotContains(t, p.Targets, id)
 				require.NotContains(t, p.Draining, id)
-				since, ok := p.Availability.Unavailable[ns+"/gitjob-shard-"+id]
+				since, ok := p.Availability.unavailable[ns+"/gitjob-shard-"+id]
 				require.True(t, ok, "with nothing mapped, a shard fails over only when every copy is down")
 				require.GreaterOrEqual(t, now.Sub(since), time.Minute)
 			}

@@ -5,14 +5,14 @@ import (
 	"strings"
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 )
 
 // Movable reports whether placement may relabel o: placement is on, o is in
 // its scope, nobody pinned it by hand and it is not being deleted (its
 // finalizers wait for the controller of the shard it is on).
-func Movable(p shardconfig.Placement, o mapped.Object) bool {
+func Movable(p shardconfig.Placement, o placement.Object) bool {
 	return !o.Derived && p.InScope(o.Namespace, o.Labels) && !o.Pinned() && !o.Deleting
 }
 

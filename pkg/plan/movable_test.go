@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
@@ -183,11 +183,11 @@ func ids(p Plan) []string {
 func TestMovable(t *testing.T) {
 	on, err := shardconfig.ParsePlacement("namespaces: [a]")
 	require.NoError(t, err)
-	placed := mapped.Object{Namespace: "a", Shard: "s", Labelled: true, AssignedShard: "s"}
+	placed := placement.Object{Namespace: "a", Shard: "s", Labelled: true, AssignedShard: "s"}
 	assert.True(t, Movable(on, placed))
-	assert.True(t, Movable(on, mapped.Object{Namespace: "a"}), "unlabelled")
-	assert.False(t, Movable(on, mapped.Object{Namespace: "a", Shard: "s", Labelled: true}), "labelled by a person")
-	assert.False(t, Movable(on, mapped.Object{Namespace: "b"}), "out of scope")
+	assert.True(t, Movable(on, placement.Object{Namespace: "a"}), "unlabelled")
+	assert.False(t, Movable(on, placement.Object{Namespace: "a", Shard: "s", Labelled: true}), "labelled by a person")
+	assert.False(t, Movable(on, placement.Object{Namespace: "b"}), "out of scope")
 	deleting := placed
 	deleting.Deleting = true
 	assert.False(t, Movable(on, deleting))

@@ -1,6 +1,11 @@
 // Package plan decides, from the parsed ConfigMap and what the caches hold,
 // which shard Deployments to create, update or delete, which shards are
-// blocked, and what the status says. It reads nothing and writes nothing.
+// blocked, and what the status says. It reads nothing and writes nothing:
+// its input is values, so that every decision can be tested without a
+// cluster, and it depends on no cache or client.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package plan
 
 import (
@@ -16,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -40,9 +45,9 @@ type Mapped interface {
 	// Shards returns every shard ID that some object carries.
 	Shards() []string
 	// MappedTo returns the objects labelled with shard.
-	MappedTo(shard string) []mapped.Object
+	MappedTo(shard string) []placement.Object
 	// All returns every object, labelled or not.
-	All() []mapped.Object
+	All() []placement.Object
 }
 
 // SourceState is a source and its live Deployment and metrics Service (nil
@@ -88,7 +93,7 @@ type Input struct {
 	Renders *render.Cache
 	// LiveMapped are removed shards that the API server showed an object
 	// mapped to although the caches showed none, each with that object:
-	// their removal waits until the caches show it (see Removal.Check).
+	// their removal waits until the caches show it (see Plan.ToCheck).
 	LiveMapped map[string]string
 }
 
@@ -149,15 +154,15 @@ type Removal struct {
 	// Mapped are the objects left behind by a forced deletion, per kind.
 	Mapped map[string]int
 	Sample []string
-	// Check is set when the removal deletes something on the caches' word
+	// check is set when the removal deletes something on the caches' word
 	// alone, no force-delete entry allowing it: a cache lags behind the API
 	// server, so the caller asks the API server whether objects are mapped
 	// to the shard before it writes, and decides again with its answer in
 	// Input.LiveMapped.
-	Check bool
-	// Status is the shard's status line, reported should its deletion
-	// fail (see StatusAfter).
-	Status status.ShardStatus
+	check bool
+	// statusLine is the shard's status, reported should its deletion fail
+	// (see StatusAfter).
+	statusLine status.ShardStatus
 }
 
 // Unknown is a shard ID that objects carry but no shard has.
@@ -307,57 +312,7 @@ func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.Shard
 			continue
 		}
 		st.Desired++
-		existing := in.Deployments[s.Source.Namespace+"/"+s.Source.CloneName(shard.ID)]
-		if existing != nil && !render.IsManaged(existing) {
-			out.conflicts = append(out.conflicts, "Deployment "+key(existing))
-			continue
-		}
-		rendered, err := in.Renders.Render(s.Source, s.Live, shard)
-		if err != nil {
-			renderErr(err)
-			continue
-		}
-		switch {
-		case existing == nil && !s.shardAware():
-			out.withheld = append(out.withheld, rendered.Name)
-			continue
-		case existing == nil:
-			out.actions = append(out.actions, Action{Kind: Create, Shard: shard.ID, Deployment: rendered, Restore: !isNew})
-		case existing.DeletionTimestamp != nil:
-			// Being deleted (a replace in progress, or by hand): it is
-			// created again once it is gone.
-		case !s.shardAware():
-			// Left as it is until the source is shard-aware again: the
-			// SourceNotShardAware warning stands meanwhile.
-			if ready(existing) {
-				st.Ready++
-			}
-		default:
-			if render.SelectorChanged(rendered, existing) {
-				kept, ok := render.KeepSelector(rendered, existing)
-				if !ok {
-					out.actions = append(out.actions, Action{Kind: Replace, Shard: shard.ID, Deployment: rendered, Existing: existing})
-					break
-				}
-				rendered = kept
-			}
-			if !in.Renders.UpToDate(rendered, existing) {
-				out.actions = append(out.actions, Action{Kind: Update, Shard: shard.ID, Deployment: rendered, Existing: existing,
-					Restore: existing.Annotations[render.SpecHashAnnotation] == rendered.Annotations[render.SpecHashAnnotation]})
-			}
-			if ready(existing) {
-				st.Ready++
-			}
-		}
-		a, conflict, err := decideService(in, s, shard, isNew)
-		switch {
-		case err != nil:
-			renderErr(err)
-		case conflict != "":
-			out.conflicts = append(out.conflicts, conflict)
-		case a != nil:
-			out.actions = append(out.actions, *a)
-		}
+		out.decideCopy(in, s, shard, isNew, st, renderErr)
 	}
 	switch {
 	case len(out.conflicts) > 0:
@@ -370,6 +325,72 @@ func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.Shard
 			strings.Join(out.withheld, ", "), "SourceNotShardAware")
 	}
 	return out
+}
+
+// decideCopy decides the writes of the shard's copy of one installed
+// source: its Deployment, then its metrics Service. A copy in conflict, or
+// withheld, or whose render failed, gets no Service either.
+func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, isNew bool, st *status.ShardStatus, renderErr func(error)) {
+	existing := in.Deployments[s.Source.Namespace+"/"+s.Source.CloneName(shard.ID)]
+	if existing != nil && !render.IsManaged(existing) {
+		out.conflicts = append(out.conflicts, "Deployment "+key(existing))
+		return
+	}
+	rendered, err := in.Renders.Render(s.Source, s.Live, shard)
+	if err != nil {
+		renderErr(err)
+		return
+	}
+	switch {
+	case existing == nil && !s.shardAware():
+		out.withheld = append(out.withheld, rendered.Name)
+		return
+	case existing == nil:
+		out.actions = append(out.actions, Action{Kind: Create, Shard: shard.ID, Deployment: rendered, Restore: !isNew})
+	case existing.DeletionTimestamp != nil:
+		// Being deleted (a replace in progress, or by hand): it is
+		// created again once it is gone.
+	case !s.shardAware():
+		// Left as it is until the source is shard-aware again: the
+		// SourceNotShardAware warning stands meanwhile.
+		if ready(existing) {
+			st.Ready++
+		}
+	default:
+		// A copy being replaced is not ready: it is deleted first.
+		if replaced := out.updateCopy(in, shard.ID, rendered, existing); !replaced && ready(existing) {
+			st.Ready++
+		}
+	}
+	a, conflict, err := decideService(in, s, shard, isNew)
+	switch {
+	case err != nil:
+		renderErr(err)
+	case conflict != "":
+		out.conflicts = append(out.conflicts, conflict)
+	case a != nil:
+		out.actions = append(out.actions, *a)
+	}
+}
+
+// updateCopy decides the write that brings an existing copy to its render:
+// an update when they differ, or a replace, which it reports, when its
+// selector changed in a way the existing Deployment cannot keep (a
+// Deployment's selector is immutable).
+func (out *listed) updateCopy(in Input, id string, rendered, existing *appsv1.Deployment) (replaced bool) {
+	if render.SelectorChanged(rendered, existing) {
+		kept, ok := render.KeepSelector(rendered, existing)
+		if !ok {
+			out.actions = append(out.actions, Action{Kind: Replace, Shard: id, Deployment: rendered, Existing: existing})
+			return true
+		}
+		rendered = kept
+	}
+	if !in.Renders.UpToDate(rendered, existing) {
+		out.actions = append(out.actions, Action{Kind: Update, Shard: id, Deployment: rendered, Existing: existing,
+			Restore: existing.Annotations[render.SpecHashAnnotation] == rendered.Annotations[render.SpecHashAnnotation]})
+	}
+	return false
 }
 
 // decideService decides the write of a shard's copy of the source's metrics
@@ -480,7 +501,7 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 			p.FailingKinds[shard.ID] = o.kinds
 			had, left := 0, 0
 			for _, k := range o.kinds {
-				had, left = had+fo.seen.Had[shard.ID+"/"+k], left+st.Mapped[k]
+				had, left = had+fo.seen.had[shard.ID+"/"+k], left+st.Mapped[k]
 			}
 			n, sample := pinned(place, in.Mapped, shard.ID, sampleSize)
 			st.State = status.StateFailedOver
@@ -506,71 +527,88 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 // because a draining shard needs the listed shards' targets to drain onto.
 func decideRemoved(in Input, running map[string]*inForce, synced bool, p *Plan) {
 	desired := in.Config.IDs()
-	force, place := in.Config.Force, in.Config.Placement
 	for _, id := range slices.Sorted(maps.Keys(running)) {
 		if desired[id] {
 			continue
 		}
-		deps, svcs := running[id].deployments, running[id].services
-		counts := nonZero(in.Mapped.Counts(id))
-		st := status.ShardStatus{ID: id, Mapped: counts, Desired: len(deps)}
-		for _, d := range deps {
+		f := running[id]
+		st := status.ShardStatus{ID: id, Mapped: nonZero(in.Mapped.Counts(id)), Desired: len(f.deployments)}
+		for _, d := range f.deployments {
 			if ready(d) {
 				st.Ready++
 			}
 		}
-		switch {
-		case !synced:
-			st.State = status.StateWaiting
-			st.Message = "removal waits until the mapped-object caches have synced"
-			if failing := in.Mapped.Failing(); len(failing) > 0 {
-				st.Message += "; these kinds cannot be listed: " + strings.Join(failing, "; ")
+		if kept, draining := keepRemoved(in, synced, len(p.Targets) > 0, &st); kept {
+			if draining {
+				p.Draining = append(p.Draining, id)
 			}
 			p.Shards = append(p.Shards, st)
 			continue
-		case total(counts) > 0 && !force.Allows(id) && place.Enabled:
-			p.Draining = append(p.Draining, id)
-			st.State, st.Message = status.StateDraining, drainingMessage(id, total(counts), place, false)
-			if len(p.Targets) == 0 {
-				st.Message = fmt.Sprintf("shard %s is draining, but no listed shard is Available to take its %d objects; it is kept until one is", id, total(counts))
-			}
-			if n, sample := pinned(place, in.Mapped, id, sampleSize); n > 0 {
-				st.State, st.Message = status.StateBlocked, pinnedMessage(in.ConfigMap, id, n, sample)
-			}
-			p.Shards = append(p.Shards, st)
-			continue
-		case total(counts) > 0 && !force.Allows(id):
-			st.State = status.StateBlocked
-			st.Message = blockedMessage(in.ConfigMap, id, counts, in.Mapped.Sample(id, sampleSize))
-			p.Shards = append(p.Shards, st)
-			continue
-		case in.LiveMapped[id] != "" && !force.Allows(id):
-			st.State = status.StateWaiting
-			st.Message = fmt.Sprintf("removal waits until the mapped-object caches show %s, which the API server has mapped to shard %s",
-				in.LiveMapped[id], id)
-			p.Shards = append(p.Shards, st)
-			continue
 		}
-		r := Removal{Shard: id, Status: st}
-		if total(counts) > 0 {
-			r.Forced = true
-			r.Mapped = counts
-			r.Sample = in.Mapped.Sample(id, sampleSize)
-		}
-		deletes := len(p.Actions)
-		for _, d := range deps {
-			if d.DeletionTimestamp == nil {
-				p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Deployment: d})
-			}
-		}
-		for _, svc := range svcs {
-			if svc.DeletionTimestamp == nil {
-				p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Service: svc})
-			}
-		}
-		r.Check = !force.Allows(id) && len(p.Actions) > deletes
-		p.Removals = append(p.Removals, r)
+		p.remove(in, f, st)
 	}
+}
+
+// keepRemoved reports whether a removed shard's Deployments are kept, and
+// then says why in st; draining reports a kept shard whose objects
+// placement moves away (onto the targets: hasTargets says whether there
+// are any).
+func keepRemoved(in Input, synced, hasTargets bool, st *status.ShardStatus) (kept, draining bool) {
+	id, counts := st.ID, st.Mapped
+	force, place := in.Config.Force, in.Config.Placement
+	switch {
+	case !synced:
+		st.State = status.StateWaiting
+		st.Message = "removal waits until the mapped-object caches have synced"
+		if failing := in.Mapped.Failing(); len(failing) > 0 {
+			st.Message += "; these kinds cannot be listed: " + strings.Join(failing, "; ")
+		}
+		return true, false
+	case total(counts) > 0 && !force.Allows(id) && place.Enabled:
+		st.State, st.Message = status.StateDraining, drainingMessage(id, total(counts), place, false)
+		if !hasTargets {
+			st.Message = fmt.Sprintf("shard %s is draining, but no listed shard is Available to take its %d objects; it is kept until one is", id, total(counts))
+		}
+		if n, sample := pinned(place, in.Mapped, id, sampleSize); n > 0 {
+			st.State, st.Message = status.StateBlocked, pinnedMessage(in.ConfigMap, id, n, sample)
+		}
+		return true, true
+	case total(counts) > 0 && !force.Allows(id):
+		st.State = status.StateBlocked
+		st.Message = blockedMessage(in.ConfigMap, id, counts, in.Mapped.Sample(id, sampleSize))
+		return true, false
+	case in.LiveMapped[id] != "" && !force.Allows(id):
+		st.State = status.StateWaiting
+		st.Message = fmt.Sprintf("removal waits until the mapped-object caches show %s, which the API server has mapped to shard %s",
+			in.LiveMapped[id], id)
+		return true, false
+	}
+	return false, false
+}
+
+// remove deletes a removed shard's Deployments and Services, those not
+// being deleted already; st is its status, should a deletion fail.
+func (p *Plan) remove(in Input, f *inForce, st status.ShardStatus) {
+	id := st.ID
+	r := Removal{Shard: id, statusLine: st}
+	if total(st.Mapped) > 0 {
+		r.Forced = true
+		r.Mapped = st.Mapped
+		r.Sample = in.Mapped.Sample(id, sampleSize)
+	}
+	deletes := len(p.Actions)
+	for _, d := range f.deployments {
+		if d.DeletionTimestamp == nil {
+			p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Deployment: d})
+		}
+	}
+	for _, svc := range f.services {
+		if svc.DeletionTimestamp == nil {
+			p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Service: svc})
+		}
+	}
+	r.check = !in.Config.Force.Allows(id) && len(p.Actions) > deletes
+	p.Removals = append(p.Removals, r)
 }
 
 // StatusAfter returns the shards' status once the plan has been carried
@@ -587,7 +625,7 @@ func (p Plan) StatusAfter(failing map[string]error) []status.ShardStatus {
 	out := slices.Clone(p.Shards)
 	for _, r := range p.Removals {
 		if failing[r.Shard] != nil {
-			out = append(out, r.Status)
+			out = append(out, r.statusLine)
 		}
 	}
 	for i, st := range out {
@@ -617,11 +655,11 @@ func (p Plan) ShardIDs() []string {
 }
 
 // ToCheck returns the shards of the removals that the API server must
-// confirm before the plan is carried out (Removal.Check), sorted.
+// confirm before the plan is carried out, sorted.
 func (p Plan) ToCheck() []string {
 	var out []string
 	for _, r := range p.Removals {
-		if r.Check {
+		if r.check {
 			out = append(out, r.Shard)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -38,10 +38,11 @@ type world struct {
 	live map[string]string
 }
 
-func newWorld(t testing.TB) *world {
+func newWorld(tb testing.TB) *world {
+	tb.Helper()
 	set, err := source.Build(source.Options{Presets: []string{"fleet"}, FleetNamespace: ns})
-	require.NoError(t, err)
-	w := &world{t: t, deps: map[string]*appsv1.Deployment{}, svcs: map[string]*corev1.Service{}, mapped: testfixture.MappedTable{Objects: map[string]map[string][]string{}}}
+	require.NoError(tb, err)
+	w := &world{t: tb, deps: map[string]*appsv1.Deployment{}, svcs: map[string]*corev1.Service{}, mapped: testfixture.MappedTable{Objects: map[string]map[string][]string{}}}
 	lives := map[string]*appsv1.Deployment{"fleet-controller": testfixture.FleetController(ns), "gitjob": testfixture.Gitjob(ns)} // no helmops: an older Fleet
 	for _, s := range set.Sources {
 		live := lives[s.Name]
@@ -215,7 +216,7 @@ func TestRemovalGuard(t *testing.T) {
 	assert.Equal(t, map[ActionKind][]string{Delete: {"fleet-controller-shard-b", "gitjob-shard-b"}}, kinds(p))
 	require.Len(t, p.Removals, 1)
 	assert.False(t, p.Removals[0].Forced)
-	assert.True(t, p.Removals[0].Check, "deleted on the caches' word: the API server is asked first")
+	assert.True(t, p.Removals[0].check, "deleted on the caches' word: the API server is asked first")
 	assert.Equal(t, []string{"b"}, p.ToCheck())
 	assert.Len(t, p.Shards, 1)
 }
@@ -242,7 +243,7 @@ func TestRemovalWaitsForTheAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[ActionKind][]string{Delete: {"fleet-controller-shard-b", "fleet-controller-shard-c", "gitjob-shard-b", "gitjob-shard-c"}}, kinds(p))
 	require.Len(t, p.Removals, 2)
-	assert.False(t, p.Removals[0].Check, "forced: nothing to ask")
+	assert.False(t, p.Removals[0].check, "forced: nothing to ask")
 	assert.Equal(t, []string{"c"}, p.ToCheck())
 	assert.True(t, p.ForceChanged)
 
@@ -293,7 +294,7 @@ func TestForce(t *testing.T) {
 func TestForceUnknown(t *testing.T) {
 	w := newWorld(t)
 	_, err := w.decide("a", "nosuch")
-	assert.ErrorContains(t, err, `"nosuch"`)
+	require.ErrorContains(t, err, `"nosuch"`)
 
 	// A leftover of this process's own forced deletion is tidied instead.
 	p, err := Decide(Input{Config: w.config("a", "gone"), Sources: w.sources, Deployments: w.deps, Mapped: w.mapped, ForceDeleted: map[string]bool{"gone": true}})
@@ -374,7 +375,7 @@ func TestClonesAreKnownByTheirLabels(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[ActionKind][]string{Create: {"a-shard-b-shard-c", "a-shard-c"}}, kinds(p))
 	w.converge(p)
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		p, err = w.decide("c", "")
 		require.NoError(t, err)
 		assert.Empty(t, p.Actions, "a converged shard set writes nothing")
@@ -405,7 +406,7 @@ func TestIDTooLongForADerivedName(t *testing.T) {
 	// Without the live Service too: it may be installed at any time.
 	for _, w := range []*world{newWorld(t).withMetricsServices(), newWorld(t)} {
 		_, err = w.decide("b,"+strings.Repeat("c", 30), "")
-		assert.EqualError(t, err, `shards[1]: shard ID "`+strings.Repeat("c", 30)+`" is 30 characters long, `+
+		require.EqualError(t, err, `shards[1]: shard ID "`+strings.Repeat("c", 30)+`" is 30 characters long, `+
 			`at most 29 are allowed with the enabled sources (Service monitoring-fleet-controller-shard-<id> must fit in 63 characters)`)
 	}
 
@@ -577,6 +578,7 @@ func TestNoServiceWithoutSourceService(t *testing.T) {
 }
 
 func fluxWorld(t *testing.T, shardAware bool) *world {
+	t.Helper()
 	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
 	require.NoError(t, err)
 	live := testfixture.HelmController("flux-system", shardAware)
@@ -709,7 +711,7 @@ func TestBundlesBlockAndFollow(t *testing.T) {
 // mapped-object cache does for the Fleet preset.
 type derivedMapped struct{ testfixture.MappedTable }
 
-func (d derivedMapped) MappedTo(shard string) []mapped.Object {
+func (d derivedMapped) MappedTo(shard string) []placement.Object {
 	out := d.MappedTable.MappedTo(shard)
 	for i := range out {
 		out[i].Derived = out[i].Kind == "bundles" || out[i].Kind == "bundledeployments"
@@ -788,7 +790,7 @@ func TestStatusAfterFailedWrites(t *testing.T) {
 			{ID: "d", State: status.StatePending, Message: "withheld"},
 			{ID: "e", State: status.StateActive},
 		},
-		Removals: []Removal{{Shard: "b", Status: status.ShardStatus{ID: "b", Ready: 1, Desired: 2}}, {Shard: "f"}},
+		Removals: []Removal{{Shard: "b", statusLine: status.ShardStatus{ID: "b", Ready: 1, Desired: 2}}, {Shard: "f"}},
 	}
 	assert.Equal(t, p.Shards, p.StatusAfter(nil))
 

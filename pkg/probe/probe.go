@@ -1,5 +1,8 @@
-// Package probe serves the liveness and readiness endpoints and the
-// Prometheus metrics over HTTP.
+// Package probe serves shardkeeper's liveness and readiness endpoints and
+// its Prometheus metrics over HTTP.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package probe
 
 import (
@@ -16,11 +19,9 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// Check reports nil when its condition holds.
-type Check func() error
-
-// Handler serves /healthz (alive) and /readyz (ready reports nil).
-func Handler(ready Check) http.Handler {
+// Handler serves /healthz (alive) and /readyz (ready reports nil; its error
+// says why not).
+func Handler(ready func() error) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "ok")
@@ -58,14 +59,16 @@ func Serve(ctx context.Context, addr string, h http.Handler) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// ctx has ended: the shutdown gets a deadline of its own.
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()

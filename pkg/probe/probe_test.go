@@ -11,11 +11,11 @@ import (
 )
 
 func TestHandler(t *testing.T) {
-	var readyErr error = errors.New("caches not synced")
+	readyErr := errors.New("caches not synced")
 	h := Handler(func() error { return readyErr })
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
 		return rec
 	}
 	assert.Equal(t, http.StatusOK, get("/healthz").Code)
@@ -32,7 +32,7 @@ func TestMetricsHandlerProfiling(t *testing.T) {
 		h := MetricsHandler(reg, profiling)
 		get := func(path string) int {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
 			return rec.Code
 		}
 		assert.Equal(t, http.StatusOK, get("/metrics"))

@@ -83,10 +83,13 @@ func (c *Cache) Render(src source.Source, live *appsv1.Deployment, shard shardco
 	return d, nil
 }
 
-// UpToDate is the package's UpToDate, with the spec comparison remembered.
+// UpToDate reports whether the existing Deployment already matches the
+// rendered one: same hash, and no field that the render sets was changed by
+// hand since (fields the API server defaults are ignored). The spec
+// comparison is remembered.
 func (c *Cache) UpToDate(rendered, existing *appsv1.Deployment) bool {
 	if c == nil || existing.UID == "" {
-		return UpToDate(rendered, existing)
+		return deploymentUpToDate(rendered, existing)
 	}
 	if !metaUpToDate(rendered, existing) {
 		return false
@@ -127,8 +130,8 @@ func sweep[K comparable, T any](m map[K]*entry[T]) {
 	}
 }
 
-// Len is the number of renders and comparisons held.
-func (c *Cache) Len() int {
+// size is the number of renders and comparisons held.
+func (c *Cache) size() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.renders) + len(c.upToDate)

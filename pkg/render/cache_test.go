@@ -78,7 +78,7 @@ func TestCacheUpToDate(t *testing.T) {
 	edited.Spec.Replicas = ptr.To[int32](5)
 	edited.Generation = 2
 	assert.False(t, c.UpToDate(rendered, edited))
-	assert.False(t, UpToDate(rendered, edited))
+	assert.False(t, deploymentUpToDate(rendered, edited))
 
 	// The labels are checked on every call, as they change without one.
 	relabelled := existing.DeepCopy()
@@ -93,15 +93,15 @@ func TestCacheSweep(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Render(src, live, shardconfig.Shard{ID: "b"})
 	require.NoError(t, err)
-	require.Equal(t, 2, c.Len())
+	require.Equal(t, 2, c.size())
 
 	c.Sweep() // both were used since the start
-	require.Equal(t, 2, c.Len())
+	require.Equal(t, 2, c.size())
 	again, err := c.Render(src, live, shardconfig.Shard{ID: "a"})
 	require.NoError(t, err)
 	assert.Same(t, a, again)
 	c.Sweep() // b was not used since the last sweep: a removed shard
-	assert.Equal(t, 1, c.Len())
+	assert.Equal(t, 1, c.size())
 	c.Sweep()
-	assert.Equal(t, 0, c.Len())
+	assert.Equal(t, 0, c.size())
 }

@@ -1,5 +1,8 @@
 // Package render turns a live source Deployment and a shard's settings into
 // the Deployment that runs the source controller for that shard.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package render
 
 import (
@@ -65,46 +68,17 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 
 	tmpl := &spec.Template
 	podLabels := shardPodLabels(src, tmpl.Labels, shard.ID)
-	for k, v := range selector {
-		podLabels[k] = v
-	}
+	maps.Copy(podLabels, selector)
 	tmpl.Labels = podLabels
 
 	target, err := keepContainer(&tmpl.Spec, src)
 	if err != nil {
 		return nil, err
 	}
-	for _, a := range src.Args {
-		target.Args = setFlag(target.Args, strings.ReplaceAll(a, source.Placeholder, shard.ID))
+	if err := configureContainer(target, src, shard); err != nil {
+		return nil, err
 	}
-	if src.NodeSelectorFlag != "" {
-		target.Args = removeFlag(target.Args, src.NodeSelectorFlag)
-		if len(shard.NodeSelector) > 0 {
-			js, err := json.Marshal(shard.NodeSelector)
-			if err != nil {
-				return nil, fmt.Errorf("shard %s: node selector: %w", shard.ID, err)
-			}
-			target.Args = append(target.Args, src.NodeSelectorFlag+"="+string(js))
-		}
-	}
-	if shard.Resources != nil {
-		target.Resources = *shard.Resources.DeepCopy()
-	}
-	if len(shard.NodeSelector) > 0 {
-		ns := map[string]string{}
-		for k, v := range tmpl.Spec.NodeSelector {
-			ns[k] = v
-		}
-		for k, v := range shard.NodeSelector {
-			ns[k] = v
-		}
-		tmpl.Spec.NodeSelector = ns
-	}
-	for _, t := range shard.Tolerations {
-		if !hasToleration(tmpl.Spec.Tolerations, t) {
-			tmpl.Spec.Tolerations = append(tmpl.Spec.Tolerations, t)
-		}
-	}
+	placePod(&tmpl.Spec, shard)
 
 	d := &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -122,20 +96,55 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 	return d, nil
 }
 
+// configureContainer gives the source's controller container the shard:
+// its arguments, its node selector as a flag (for the Jobs the controller
+// starts) and its resources.
+func configureContainer(target *corev1.Container, src source.Source, shard shardconfig.Shard) error {
+	for _, a := range src.Args {
+		target.Args = setFlag(target.Args, strings.ReplaceAll(a, source.Placeholder, shard.ID))
+	}
+	if src.NodeSelectorFlag != "" {
+		target.Args = removeFlag(target.Args, src.NodeSelectorFlag)
+		if len(shard.NodeSelector) > 0 {
+			js, err := json.Marshal(shard.NodeSelector)
+			if err != nil {
+				return fmt.Errorf("shard %s: node selector: %w", shard.ID, err)
+			}
+			target.Args = append(target.Args, src.NodeSelectorFlag+"="+string(js))
+		}
+	}
+	if shard.Resources != nil {
+		target.Resources = *shard.Resources.DeepCopy()
+	}
+	return nil
+}
+
+// placePod merges the shard's node selector over the pod's and adds the
+// shard's tolerations that the pod lacks.
+func placePod(pod *corev1.PodSpec, shard shardconfig.Shard) {
+	if len(shard.NodeSelector) > 0 {
+		ns := map[string]string{}
+		maps.Copy(ns, pod.NodeSelector)
+		maps.Copy(ns, shard.NodeSelector)
+		pod.NodeSelector = ns
+	}
+	for _, t := range shard.Tolerations {
+		if !hasToleration(pod.Tolerations, t) {
+			pod.Tolerations = append(pod.Tolerations, t)
+		}
+	}
+}
+
 // cloneLabels returns the labels of a shard's copy of an object: the
 // source's, without the installer's, with shardkeeper's and extra.
 func cloneLabels(live, extra map[string]string) map[string]string {
 	labels := map[string]string{}
-	for k, v := range live {
-		labels[k] = v
-	}
+	maps.Copy(labels, live)
 	for _, k := range droppedLabels {
 		delete(labels, k)
 	}
 	labels[ManagedByLabel] = ManagedByValue
-	for k, v := range extra {
-		labels[k] = v
-	}
+	maps.Copy(labels, extra)
 	return labels
 }
 
@@ -145,9 +154,7 @@ func cloneLabels(live, extra map[string]string) map[string]string {
 // fleet.cattle.io/shard-id.
 func shardPodLabels(src source.Source, labels map[string]string, shardID string) map[string]string {
 	out := map[string]string{}
-	for k, v := range labels {
-		out[k] = v
-	}
+	maps.Copy(out, labels)
 	for _, k := range src.DropPodLabels {
 		delete(out, k)
 	}
@@ -252,10 +259,10 @@ func specHash(v any) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
-// UpToDate reports whether the existing Deployment already matches the
-// rendered one: same hash, and no field that the render sets was changed by
-// hand since (fields the API server defaults are ignored).
-func UpToDate(rendered, existing *appsv1.Deployment) bool {
+// deploymentUpToDate reports whether the existing Deployment already
+// matches the rendered one: same hash, and no field that the render sets
+// was changed by hand since (fields the API server defaults are ignored).
+func deploymentUpToDate(rendered, existing *appsv1.Deployment) bool {
 	return metaUpToDate(rendered, existing) && equality.Semantic.DeepDerivative(rendered.Spec, existing.Spec)
 }
 

@@ -109,7 +109,7 @@ func TestRenderFlux(t *testing.T) {
 func TestRenderErrors(t *testing.T) {
 	src := sources(t, "fleet")["helmops"]
 	_, err := Render(src, nil, shardconfig.Shard{ID: "a"})
-	assert.ErrorContains(t, err, "not found")
+	require.ErrorContains(t, err, "not found")
 
 	live := testfixture.HelmOpsController("ns")
 	live.Spec.Template.Spec.Containers[0].Name = "renamed"
@@ -134,7 +134,7 @@ func TestSetFlag(t *testing.T) {
 	}
 }
 
-func TestUpToDate(t *testing.T) {
+func TestDeploymentUpToDate(t *testing.T) {
 	src := sources(t, "fleet")["fleet-controller"]
 	d, err := Render(src, testfixture.FleetController("ns"), shardconfig.Shard{ID: "a"})
 	require.NoError(t, err)
@@ -144,23 +144,23 @@ func TestUpToDate(t *testing.T) {
 	existing.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
 	existing.Spec.RevisionHistoryLimit = ptr.To[int32](10)
 	existing.Labels["extra"] = "x"
-	assert.True(t, UpToDate(d, existing))
+	assert.True(t, deploymentUpToDate(d, existing))
 
 	scaled := existing.DeepCopy()
 	scaled.Spec.Replicas = ptr.To[int32](5)
-	assert.False(t, UpToDate(d, scaled), "a hand edit of replicas is drift")
+	assert.False(t, deploymentUpToDate(d, scaled), "a hand edit of replicas is drift")
 
 	edited := existing.DeepCopy()
 	edited.Spec.Template.Spec.Containers[0].Image = "evil:latest"
-	assert.False(t, UpToDate(d, edited), "a hand edit of the image is drift")
+	assert.False(t, deploymentUpToDate(d, edited), "a hand edit of the image is drift")
 
 	stale := existing.DeepCopy()
 	stale.Annotations[SpecHashAnnotation] = "old"
-	assert.False(t, UpToDate(d, stale))
+	assert.False(t, deploymentUpToDate(d, stale))
 
 	unlabelled := existing.DeepCopy()
 	delete(unlabelled.Labels, ShardLabel)
-	assert.False(t, UpToDate(d, unlabelled))
+	assert.False(t, deploymentUpToDate(d, unlabelled))
 
 	assert.False(t, SelectorChanged(d, existing))
 	handed := existing.DeepCopy()
@@ -268,7 +268,7 @@ func TestRenderServiceOfACustomSource(t *testing.T) {
 	assert.NotContains(t, svc.Labels, "helm.sh/chart")
 
 	_, err = RenderService(src, nil, shardconfig.Shard{ID: "a"})
-	assert.ErrorContains(t, err, "not found")
+	require.ErrorContains(t, err, "not found")
 	live.Spec.Selector = nil
 	_, err = RenderService(src, live, shardconfig.Shard{ID: "a"})
 	assert.ErrorContains(t, err, "no selector")

@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,7 +20,7 @@ import (
 // whose pods carry no shard label of their own is selected by the labels
 // shardkeeper puts on every clone's pods instead, so that the Service never
 // selects the main controller's pods.
-func RenderService(src source.Source, live *corev1.Service, shard shardconfig.Shard) (*corev1.Service, error) {
+func RenderService(src source.Source, live *corev1.Service, shard shardconfig.Shard) (*corev1.Service, error) { //nolint:revive // the pair Render, RenderService says what each renders; render.Service would read as a type
 	if live == nil {
 		return nil, fmt.Errorf("source %s: metrics Service %s not found", src.Key(), src.ServiceKey())
 	}
@@ -29,9 +30,7 @@ func RenderService(src source.Source, live *corev1.Service, shard shardconfig.Sh
 	clone := map[string]string{controllerLabel: src.Name, ShardLabel: shard.ID}
 	selector := shardPodLabels(src, live.Spec.Selector, shard.ID)
 	if len(src.PodLabels) == 0 {
-		for k, v := range clone {
-			selector[k] = v
-		}
+		maps.Copy(selector, clone)
 	}
 	spec := corev1.ServiceSpec{
 		Type:                     live.Spec.Type,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,17 +93,8 @@ func (p Placement) InScope(ns string, l labels.Set) bool {
 	if !p.Enabled {
 		return false
 	}
-	if len(p.Namespaces) > 0 {
-		found := false
-		for _, n := range p.Namespaces {
-			if n == ns {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
+	if len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, ns) {
+		return false
 	}
 	return p.Selector == nil || p.Selector.Matches(l)
 }
@@ -212,9 +205,9 @@ func applyThreshold(p *Placement, raw *rawPlacement) error {
 	return checkIntOrPercent("threshold", p.Threshold, percent, 1, 0)
 }
 
-// checkIntOrPercent checks a setting that is either a number from min to
-// max (max 0: no upper bound) or a percentage that pct accepts.
-func checkIntOrPercent(name string, v intstr.IntOrString, pct func(string) (int, error), min, max int) error {
+// checkIntOrPercent checks a setting that is either a number from least to
+// most (most 0: no upper bound) or a percentage that pct accepts.
+func checkIntOrPercent(name string, v intstr.IntOrString, pct func(string) (int, error), least, most int) error {
 	if v.Type == intstr.String {
 		if _, err := pct(v.StrVal); err != nil {
 			return fmt.Errorf("placement.%s: %w", name, err)
@@ -222,10 +215,10 @@ func checkIntOrPercent(name string, v intstr.IntOrString, pct func(string) (int,
 		return nil
 	}
 	switch n := int(v.IntVal); {
-	case max == 0 && n < min:
-		return fmt.Errorf("placement.%s %d: must be at least %d", name, n, min)
-	case max > 0 && (n < min || n > max):
-		return fmt.Errorf("placement.%s %d: must be between %d and %d", name, n, min, max)
+	case most == 0 && n < least:
+		return fmt.Errorf("placement.%s %d: must be at least %d", name, n, least)
+	case most > 0 && (n < least || n > most):
+		return fmt.Errorf("placement.%s %d: must be between %d and %d", name, n, least, most)
 	}
 	return nil
 }
@@ -315,7 +308,7 @@ func applyFailover(p *Placement, raw *rawPlacement) error {
 func downPercent(s string) (int, error) {
 	v, ok := strings.CutSuffix(s, "%")
 	var n int
-	if _, err := fmt.Sscanf(v, "%d", &n); !ok || err != nil || fmt.Sprint(n) != v || n < 1 || n > 100 {
+	if _, err := fmt.Sscanf(v, "%d", &n); !ok || err != nil || strconv.Itoa(n) != v || n < 1 || n > 100 {
 		return 0, fmt.Errorf("%q: a number of shards, or a percentage of the listed shards from 1%% to 100%%", truncate(s))
 	}
 	return n, nil
@@ -327,7 +320,7 @@ func percent(s string) (int, error) {
 		return 0, fmt.Errorf("%q: a load (an integer) or a percentage of the mean load such as \"10%%\"", truncate(s))
 	}
 	var n int
-	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || fmt.Sprint(n) != v || n < 1 || n > 1000 {
+	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || strconv.Itoa(n) != v || n < 1 || n > 1000 {
 		return 0, fmt.Errorf("%q: the percentage must be an integer between 1 and 1000", truncate(s))
 	}
 	return n, nil
@@ -369,7 +362,7 @@ func AutoIndex(id string) int {
 		return -1
 	}
 	var n int
-	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || fmt.Sprint(n) != v || n < 0 {
+	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || strconv.Itoa(n) != v || n < 0 {
 		return -1
 	}
 	return n

@@ -106,11 +106,11 @@ func TestParseAutoAndDrain(t *testing.T) {
 	assert.False(t, cfg.Draining("shard-0"))
 
 	_, err = Parse(map[string]string{"shards": "auto"}, nil, nil)
-	assert.ErrorIs(t, err, errAutoNeedsPlacement)
+	require.ErrorIs(t, err, errAutoNeedsPlacement)
 	_, err = Parse(map[string]string{"shards": "a"}, nil, map[string]string{DrainAnnotation: "a"})
-	assert.ErrorContains(t, err, "only placement")
+	require.ErrorContains(t, err, "only placement")
 	_, err = Parse(map[string]string{"shards": "a", "placement": ""}, nil, map[string]string{DrainAnnotation: "A!"})
-	assert.Error(t, err)
+	require.Error(t, err)
 	_, err = Parse(map[string]string{"shards": "a"}, map[string][]byte{"placement": nil}, nil)
 	assert.Error(t, err)
 }

@@ -5,11 +5,15 @@
 // Parsing is all-or-nothing: a value either yields a complete, valid Config
 // or an error that says what to fix, so a bad edit can never be mistaken for
 // an empty shard list.
+//
+// The ConfigMap's format is shardkeeper's interface; the Go package is the
+// daemon's own: not a supported API, and it may change in any release.
 package shardconfig
 
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -73,12 +77,7 @@ type Config struct {
 
 // Draining reports whether the drain annotation names id.
 func (c Config) Draining(id string) bool {
-	for _, d := range c.Drain {
-		if d == id {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.Drain, id)
 }
 
 // IDs returns the configured shard IDs as a set.
@@ -100,15 +99,7 @@ type Force struct {
 
 // Allows reports whether the deletion of shard id is forced.
 func (f Force) Allows(id string) bool {
-	if f.All {
-		return true
-	}
-	for _, x := range f.IDs {
-		if x == id {
-			return true
-		}
-	}
-	return false
+	return f.All || slices.Contains(f.IDs, id)
 }
 
 // Empty reports whether nothing is forced.
@@ -146,10 +137,10 @@ var errMissingShards = errors.New(`the ConfigMap has no "shards" key; set data.s
 // the shard configuration, or an error that names the problem.
 func Parse(data map[string]string, binaryData map[string][]byte, annotations map[string]string) (Config, error) {
 	if _, ok := binaryData[ShardsKey]; ok {
-		return Config{}, fmt.Errorf(`"shards" must be in data, not binaryData`)
+		return Config{}, errors.New(`"shards" must be in data, not binaryData`)
 	}
 	if _, ok := binaryData[PlacementKey]; ok {
-		return Config{}, fmt.Errorf(`"placement" must be in data, not binaryData`)
+		return Config{}, errors.New(`"placement" must be in data, not binaryData`)
 	}
 	value, ok := data[ShardsKey]
 	if !ok {
@@ -379,10 +370,12 @@ func parseForce(value string) (Force, error) {
 	return f, nil
 }
 
+// truncate shortens s for an error message: the values come from a
+// ConfigMap anyone with edit rights may fill.
 func truncate(s string) string {
-	const max = 64
-	if len(s) <= max {
+	const keep = 64
+	if len(s) <= keep {
 		return s
 	}
-	return s[:max] + "..."
+	return s[:keep] + "..."
 }

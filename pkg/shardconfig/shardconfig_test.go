@@ -122,13 +122,13 @@ func TestParseShardsRejects(t *testing.T) {
 
 func TestParse(t *testing.T) {
 	_, err := Parse(map[string]string{}, nil, nil)
-	assert.ErrorIs(t, err, errMissingShards)
+	require.ErrorIs(t, err, errMissingShards)
 
 	_, err = Parse(map[string]string{ShardsKey: "a"}, map[string][]byte{ShardsKey: []byte("a")}, nil)
-	assert.ErrorContains(t, err, "binaryData")
+	require.ErrorContains(t, err, "binaryData")
 
 	_, err = Parse(map[string]string{ShardsKey: "a"}, nil, map[string]string{ForceDeleteAnnotation: "Bad_ID"})
-	assert.ErrorContains(t, err, ForceDeleteAnnotation)
+	require.ErrorContains(t, err, ForceDeleteAnnotation)
 
 	cfg, err := Parse(map[string]string{ShardsKey: "a,b"}, nil, map[string]string{ForceDeleteAnnotation: "c, b,c"})
 	require.NoError(t, err)

@@ -27,24 +27,7 @@ import (
 // of each shard whose writes fail for another reason than a stale cache,
 // for its status (see plan.StatusAfter).
 func (c *Controller) apply(p plan.Plan) (failing map[string]error, err error) {
-	errs := make([]error, len(p.Actions))
-	existed := make([]bool, len(p.Actions))
-	var g errgroup.Group
-	limit := c.opts.WriteParallelism
-	if limit <= 0 {
-		limit = defaultWriteParallelism
-	}
-	g.SetLimit(limit)
-	for i, a := range p.Actions {
-		// Each action's error is kept in errs, never returned to the group:
-		// one failed write must not stop or skip the others.
-		g.Go(func() error {
-			existed[i], errs[i] = c.write(a)
-			return nil
-		})
-	}
-	_ = g.Wait() // always nil: the errors are in errs
-
+	existed, errs := c.writeAll(p.Actions)
 	failed := map[string]bool{}
 	failing = map[string]error{}
 	created := map[string][]string{}
@@ -79,23 +62,52 @@ func (c *Controller) apply(p plan.Plan) (failing map[string]error, err error) {
 				"shard %s created: %s", id, strings.Join(created[id], ", "))
 		}
 	}
-	for _, r := range p.Removals {
+	c.announceRemovals(p.Removals, failed)
+	return failing, errors.Join(errs...)
+}
+
+// writeAll performs the actions, at most WriteParallelism at once, and
+// returns each one's outcome (see write) by its index.
+func (c *Controller) writeAll(actions []plan.Action) (existed []bool, errs []error) {
+	errs = make([]error, len(actions))
+	existed = make([]bool, len(actions))
+	var g errgroup.Group
+	limit := c.opts.WriteParallelism
+	if limit <= 0 {
+		limit = defaultWriteParallelism
+	}
+	g.SetLimit(limit)
+	for i, a := range actions {
+		// Each action's error is kept in errs, never returned to the group:
+		// one failed write must not stop or skip the others.
+		g.Go(func() error {
+			existed[i], errs[i] = c.write(a)
+			return nil
+		})
+	}
+	_ = g.Wait() // always nil: the errors are in errs
+	return existed, errs
+}
+
+// announceRemovals holds the Events of the shards removed, those whose
+// deletions all succeeded, and remembers the forced ones.
+func (c *Controller) announceRemovals(removals []plan.Removal, failed map[string]bool) {
+	for _, r := range removals {
 		if failed[r.Shard] {
 			continue
 		}
-		if r.Forced {
-			metrics.ForcedDeletions.Inc()
-			c.mu.Lock()
-			c.forceDeleted[r.Shard] = true
-			c.mu.Unlock()
-			c.announceLater(corev1.EventTypeWarning, status.ReasonShardForceDeleted,
-				"shard %s force-deleted; left behind with no controller: %s (%s)",
-				r.Shard, plan.FormatCounts(r.Mapped), strings.Join(r.Sample, ", "))
-		} else {
+		if !r.Forced {
 			c.announceLater(corev1.EventTypeNormal, status.ReasonShardDeleted, "shard %s deleted", r.Shard)
+			continue
 		}
+		metrics.ForcedDeletions.Inc()
+		c.mu.Lock()
+		c.forceDeleted[r.Shard] = true
+		c.mu.Unlock()
+		c.announceLater(corev1.EventTypeWarning, status.ReasonShardForceDeleted,
+			"shard %s force-deleted; left behind with no controller: %s (%s)",
+			r.Shard, plan.FormatCounts(r.Mapped), strings.Join(r.Sample, ", "))
 	}
-	return failing, errors.Join(errs...)
 }
 
 // staleCache reports an error that says the decision's cache was behind

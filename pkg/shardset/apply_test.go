@@ -71,9 +71,8 @@ func TestShardCreatedOnlyForShardsWhoseWritesSucceeded(t *testing.T) {
 
 	err := e.applyAnnounced(shardConfigMapObject("a,b", ""), p)
 
-	require.Error(t, err)
-	assert.ErrorIs(t, err, boom)
-	assert.ErrorContains(t, err, "create Deployment "+testNS+"/gitjob-shard-b")
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, "create Deployment "+testNS+"/gitjob-shard-b")
 	assert.Equal(t, []string{"Normal ShardCreated shard a created: fleet-controller-shard-a, gitjob-shard-a"}, e.events())
 	assert.Len(t, e.deployments.requests(), 4, "every write is tried")
 }
@@ -277,9 +276,10 @@ func TestAlreadyExistsAndNotFoundAreDone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, Options{}, tc.deps, tc.svcs)
 			p := plan.Plan{Actions: []plan.Action{tc.action}}
-			if tc.action.Kind == plan.Create {
+			switch tc.action.Kind {
+			case plan.Create:
 				p.NewShards = map[string]bool{"a": true}
-			} else if tc.action.Kind == plan.Delete {
+			case plan.Delete:
 				p.Removals = []plan.Removal{{Shard: "a"}}
 			}
 
@@ -372,7 +372,7 @@ func TestWriteUsesTheClientOfItsNamespace(t *testing.T) {
 
 	// A namespace without a client is an error, not a write elsewhere.
 	_, err := c.write(plan.Action{Kind: plan.Create, Shard: "x", Deployment: shardDeployment("ns-c", "gitjob", "x")})
-	assert.ErrorContains(t, err, "no Deployment client for namespace ns-c")
+	require.ErrorContains(t, err, "no Deployment client for namespace ns-c")
 	_, err = c.write(plan.Action{Kind: plan.Delete, Shard: "x", Service: shardService("ns-c", "x")})
 	assert.ErrorContains(t, err, "no Service client for namespace ns-c")
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 
+	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 )
 
@@ -21,9 +21,9 @@ const liveTimeout = 30 * time.Second
 // may be gone by then, and then no cache changes.
 const liveRecheck = time.Second
 
-// Mapped is what the controller reads of the mapped objects: the caches,
+// mappedObjects is what the controller reads of the mapped objects: the caches,
 // which the decisions read, and the API server itself before a deletion.
-type Mapped interface {
+type mappedObjects interface {
 	plan.Mapped
 	// Live returns, of shards, those that the API server shows objects
 	// mapped to, with one such object each ("kind namespace/name").
@@ -38,8 +38,10 @@ type Mapped interface {
 // a watch takes, and an object labelled just before its shard was removed
 // would otherwise be stranded with no controller. kube-controller-manager's
 // garbage collector asks the API server likewise before it deletes on what
-// its graph says. An error deletes nothing: the reconcile is retried.
-func (c *Controller) confirmRemovals(cm *corev1.ConfigMap, in plan.Input, p plan.Plan) (plan.Plan, error) {
+// its graph says. An error deletes nothing: the reconcile is retried. Shards
+// that wait ask for a requeue: the object that held them may be gone before
+// the caches ever show it, and then no event comes.
+func (c *Controller) confirmRemovals(in plan.Input, p plan.Plan) (plan.Plan, requeue, error) {
 	if c.opts.Mover != nil {
 		// Before the API server is asked: a relabel onto a shard that
 		// this plan deletes has then either completed, and the answer
@@ -48,26 +50,27 @@ func (c *Controller) confirmRemovals(cm *corev1.ConfigMap, in plan.Input, p plan
 	}
 	shards := p.ToCheck()
 	if len(shards) == 0 {
-		return p, nil
+		return p, requeue{}, nil
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, liveTimeout)
 	defer cancel()
 	start := time.Now()
 	live, err := c.mapped.Live(ctx, shards)
 	if err != nil {
-		return plan.Plan{}, fmt.Errorf("asking the API server for objects on removed shards %v before deleting them: %w", shards, err)
+		return plan.Plan{}, requeue{}, fmt.Errorf("asking the API server for objects on removed shards %v before deleting them: %w", shards, err)
 	}
 	log := logrus.WithField("configmap", c.opts.ConfigMap.String())
 	log.WithFields(logrus.Fields{"shards": len(shards), "holding": len(live), "took": time.Since(start)}).
 		Debug("asked the API server for objects on the shards to delete")
 	if len(live) == 0 {
-		return p, nil
+		return p, requeue{}, nil
 	}
+	metrics.RemovalCacheWaits.Add(float64(len(live)))
 	for _, id := range slices.Sorted(maps.Keys(live)) {
 		log.WithFields(logrus.Fields{"shard": id, "object": live[id]}).
 			Info("the API server has an object on a removed shard that the caches do not show yet; its removal waits for them")
 	}
-	c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, liveRecheck)
 	in.LiveMapped = live
-	return plan.Decide(in)
+	p, err = plan.Decide(in)
+	return p, requeue{after: liveRecheck, reason: reasonLiveMapped}, err
 }

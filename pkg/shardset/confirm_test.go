@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mover"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
@@ -99,7 +99,7 @@ type placementGate struct {
 	askedBefore []int
 }
 
-func (g *placementGate) Set(mover.State) {}
+func (g *placementGate) Set(placement.State) {}
 
 func (g *placementGate) Restrict(targets []string) {
 	g.restricted = append(g.restricted, targets)
@@ -140,7 +140,7 @@ func TestOnChangeReportsAKindThatCannotBeListed(t *testing.T) {
 	assert.Contains(t, st.Shards[1].Message, "these kinds cannot be listed: helmops")
 }
 
-// silentAPIServer is a Mapped whose API server never answers a LIST.
+// silentAPIServer is a mappedObjects whose API server never answers a LIST.
 type silentAPIServer struct{ *testfixture.MappedTable }
 
 func (silentAPIServer) Live(ctx context.Context, _ []string) (map[string]string, error) {

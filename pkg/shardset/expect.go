@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shardkeeper/shardkeeper/pkg/expect"
+	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 )
 
 // unseenRecheck requeues a reconcile that waits for its writes to show, in
@@ -20,15 +21,16 @@ func writeKey(kind, namespace, name string) string {
 	return kind + " " + namespace + "/" + name
 }
 
-// cachesBehind reports whether a write of this process is not yet in the
-// caches: a decision taken now would send it again. The reconcile then
-// waits for the watch events, which enqueue it again.
-func (c *Controller) cachesBehind(cm *corev1.ConfigMap) bool {
+// cachesBehind returns, when a write of this process is not yet in the
+// caches, the requeue that waits for it, and the zero requeue otherwise: a
+// decision taken now would send the write again. The reconcile then waits
+// for the watch events, which enqueue it again.
+func (c *Controller) cachesBehind(cm *corev1.ConfigMap) requeue {
 	if !c.writes.Behind(c.lookup(cm), logrus.WithField("configmap", c.opts.ConfigMap.String())) {
-		return false
+		return requeue{}
 	}
-	c.configMaps.EnqueueAfter(c.opts.ConfigMap.Namespace, c.opts.ConfigMap.Name, unseenRecheck)
-	return true
+	metrics.ReconcileCacheWaits.Inc()
+	return requeue{after: unseenRecheck, reason: reasonWritesUnseen}
 }
 
 // lookup reads an object of the expectations from its cache; the shard

@@ -250,7 +250,7 @@ func (f *fakeConfigMaps) EnqueueAfter(namespace, name string, d time.Duration) {
 	f.enqueues = append(f.enqueues, enqueued{Key: namespace + "/" + name, After: d})
 }
 
-func (f *fakeConfigMaps) Patch(namespace, name string, pt types.PatchType, data []byte, subresources ...string) (*corev1.ConfigMap, error) {
+func (f *fakeConfigMaps) Patch(namespace, name string, pt types.PatchType, data []byte, _ ...string) (*corev1.ConfigMap, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.patches = append(f.patches, patched{Key: namespace + "/" + name, Type: pt, Data: slices.Clone(data)})

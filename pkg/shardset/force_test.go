@@ -48,6 +48,6 @@ func TestSetForceError(t *testing.T) {
 
 	err := e.c.setForce(shardConfigMapObject("a", "b"), shardconfig.Force{})
 
-	assert.ErrorIs(t, err, refused)
+	require.ErrorIs(t, err, refused)
 	assert.ErrorContains(t, err, "updating annotation "+shardconfig.ForceDeleteAnnotation)
 }

@@ -42,13 +42,13 @@ func recordGauges(p plan.Plan) {
 type seriesKey struct{ shard, kind string }
 
 // unknownSeries counts the objects on unknown shards by shard and kind,
-// naming the max IDs with the most objects (ties by ID) and summing the
+// naming the named IDs with the most objects (ties by ID) and summing the
 // rest under metrics.OtherShards: the IDs come from labels anyone may set.
-func unknownSeries(unknown []plan.Unknown, max int) map[seriesKey]int {
+func unknownSeries(unknown []plan.Unknown, named int) map[seriesKey]int {
 	out := map[seriesKey]int{}
 	for i, u := range largestFirst(unknown) {
 		shard := u.Shard
-		if i >= max {
+		if i >= named {
 			shard = metrics.OtherShards
 		}
 		for kind, n := range u.Mapped {

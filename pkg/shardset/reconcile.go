@@ -3,6 +3,7 @@ package shardset
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -12,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
-	"github.com/shardkeeper/shardkeeper/pkg/mover"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -20,13 +21,14 @@ import (
 
 // onConfigMap reconciles the shard set for the shard ConfigMap. A missing
 // ConfigMap changes nothing. Every error is returned so that the key is
-// requeued with backoff.
+// requeued with backoff. It is the reconcile's one exit point: the steps
+// say when they need it to run again, and it enqueues the key once.
 func (c *Controller) onConfigMap(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	if key != c.opts.ConfigMap.String() {
 		return cm, nil
 	}
 	start := time.Now()
-	out, err := c.reconcile(key, cm)
+	out, again, err := c.reconcile(key, cm)
 	metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		metrics.ReconcileErrors.Inc()
@@ -34,66 +36,85 @@ func (c *Controller) onConfigMap(key string, cm *corev1.ConfigMap) (*corev1.Conf
 		c.reconciled.Store(true)
 		metrics.LastReconcileSuccess.SetToCurrentTime()
 	}
+	c.requeueAfter(again)
 	return out, err
 }
 
-func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+// reconcile brings the shard set in step with cm, and returns when it must
+// run again although nothing changes: the soonest of what its steps need.
+func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, requeue, error) {
 	log := logrus.WithField("configmap", key)
 	if cm == nil {
 		if c.opts.Mover != nil {
 			// Without its settings placement stops; labels stay as they are.
-			c.opts.Mover.Set(mover.State{})
+			c.opts.Mover.Set(placement.State{})
 		}
 		log.Info("shard ConfigMap not found; nothing is changed until it exists")
-		return nil, c.report(nil, status.Status{Error: fmt.Sprintf("ConfigMap %s not found; nothing is changed until it exists", key)})
+		again, err := c.report(nil, status.Status{Error: fmt.Sprintf("ConfigMap %s not found; nothing is changed until it exists", key)})
+		return nil, again, err
 	}
 	if cm.DeletionTimestamp != nil {
 		log.Info("shard ConfigMap is being deleted; nothing is changed")
-		return cm, nil
+		return cm, requeue{}, nil
 	}
-
-	cfg, err := shardconfig.Parse(cm.Data, cm.BinaryData, cm.Annotations)
+	cfg, err := c.parse(cm)
 	if err != nil {
-		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
-		return cm, c.report(cm, status.Status{Error: err.Error()})
+		return c.reject(cm, err, log)
 	}
-
-	if cfg.Placement.Enabled && c.opts.Mover == nil {
-		err := errors.New(errPlacementNotAllowed)
-		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
-		return cm, c.report(cm, status.Status{Error: err.Error()})
-	}
-	if c.cachesBehind(cm) {
-		return cm, nil
+	if again := c.cachesBehind(cm); again.wanted() {
+		return cm, again, nil
 	}
 	c.announceSeen(cm)
 	in, err := c.input(cfg)
 	if err != nil {
-		return cm, err
+		return cm, requeue{}, err
 	}
 	p, err := plan.Decide(in)
-	if err == nil {
-		if p, err = c.confirmRemovals(cm, in, p); err != nil {
-			c.renders.Sweep()
-			return cm, err
-		}
+	if err != nil {
+		c.renders.Sweep()
+		return c.reject(cm, err, log)
 	}
+	p, confirmed, err := c.confirmRemovals(in, p)
 	c.renders.Sweep()
 	if err != nil {
-		log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
-		return cm, c.report(cm, status.Status{Error: err.Error()})
+		return cm, confirmed, err
 	}
+	again, err := c.carryOut(cm, cfg, in, p, log)
+	return cm, soonest(confirmed, again), err
+}
+
+// parse reads the shard ConfigMap's configuration, refusing a placement
+// key that this installation cannot carry out.
+func (c *Controller) parse(cm *corev1.ConfigMap) (shardconfig.Config, error) {
+	cfg, err := shardconfig.Parse(cm.Data, cm.BinaryData, cm.Annotations)
+	if err != nil {
+		return shardconfig.Config{}, err
+	}
+	if cfg.Placement.Enabled && c.opts.Mover == nil {
+		return shardconfig.Config{}, errors.New(errPlacementNotAllowed)
+	}
+	return cfg, nil
+}
+
+// reject reports why the shard ConfigMap is refused; nothing is changed.
+func (c *Controller) reject(cm *corev1.ConfigMap, err error, log *logrus.Entry) (*corev1.ConfigMap, requeue, error) {
+	log.WithError(err).Warn("shard ConfigMap rejected; nothing is changed")
+	again, err := c.report(cm, status.Status{Error: err.Error()})
+	return cm, again, err
+}
+
+// carryOut makes the plan's writes, hands placement its part of the
+// decision, and reports the status once the caches show what it says.
+func (c *Controller) carryOut(cm *corev1.ConfigMap, cfg shardconfig.Config, in plan.Input, p plan.Plan, log *logrus.Entry) (requeue, error) {
 	c.setAvailability(p.Availability)
-	if p.RecheckAfter > 0 {
-		// A shard counts as down, or as back, once a time runs out: no
-		// event of the cluster marks that moment.
-		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, p.RecheckAfter)
-	}
+	// A shard counts as down, or as back, once a time runs out: no event
+	// of the cluster marks that moment.
+	again := requeue{after: p.RecheckAfter, reason: reasonFailoverClock}
 
 	metrics.ConfigAccepted.Set(1)
 	failing, applyErr := c.apply(p)
 	if c.opts.Mover != nil {
-		c.opts.Mover.Set(mover.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining,
+		c.opts.Mover.Set(placement.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining,
 			FailingOver: p.FailingOver, FailingKinds: p.FailingKinds, Shards: p.ShardIDs(), Served: plan.UnlabelledServed(in.Sources)})
 	}
 
@@ -106,27 +127,28 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 	case c.writes.Len() > 0:
 		// The status and the Events wait for the watch events of these
 		// writes, which bring the next reconcile (see announceSeen).
-		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, unseenRecheck)
+		again = soonest(again, requeue{after: unseenRecheck, reason: reasonWritesUnseen})
 	case c.mapped.Synced() || len(c.mapped.Failing()) > 0:
 		// A kind that cannot be listed may stay so for good: the status
 		// must then say why no shard is removed, counts short or not.
 		p.Shards = p.StatusAfter(failing)
 		recordGauges(p)
-		st := status.Status{Shards: p.Shards, Warnings: warnings(p)}
-		if err := c.report(cm, st); err != nil {
+		paced, err := c.report(cm, status.Status{Shards: p.Shards, Warnings: warnings(p)})
+		if err != nil {
 			applyErr = errors.Join(applyErr, err)
 		}
+		again = soonest(again, paced)
 	default:
 		// Counts read before the caches are full are wrong: reporting them
 		// would rewrite a correct status and repeat its Events.
-		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, time.Second)
+		again = soonest(again, requeue{after: time.Second, reason: reasonMappedUnsynced})
 	}
 	done := log.WithFields(logrus.Fields{"shards": len(p.Shards), "writes": len(p.Actions)})
 	if applyErr != nil {
 		done = done.WithError(applyErr)
 	}
 	done.Debug("reconciled")
-	return cm, applyErr
+	return again, applyErr
 }
 
 // errPlacementNotAllowed rejects a placement key that this installation
@@ -210,11 +232,7 @@ func (c *Controller) setAvailability(a plan.Availability) {
 func (c *Controller) forceDeletedSnapshot() map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]bool, len(c.forceDeleted))
-	for k, v := range c.forceDeleted {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.forceDeleted)
 }
 
 // ignoreNotFound treats a missing object as done: it is what a delete wants.

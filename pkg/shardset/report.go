@@ -16,16 +16,17 @@ import (
 
 // report writes the status ConfigMap when its content changes, at most once
 // per statusInterval, and emits the condition Events that each change
-// implies. The status it compares with is read once from the cluster, so a
-// restarted daemon neither rewrites an unchanged status nor repeats an
-// Event.
-func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
+// implies. A write held back by the pacing returns the requeue that makes
+// it once the interval has passed. The status it compares with is read
+// once from the cluster, so a restarted daemon neither rewrites an
+// unchanged status nor repeats an Event.
+func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) (requeue, error) {
 	c.statusMu.Lock()
 	defer c.statusMu.Unlock()
 	if c.reported == nil {
 		r, err := c.readStatus()
 		if err != nil {
-			return err
+			return requeue{}, err
 		}
 		c.reported = r
 		if c.seen == nil {
@@ -39,7 +40,7 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 	}
 	data, err := status.Encode(st)
 	if err != nil {
-		return err
+		return requeue{}, err
 	}
 	// The Events follow every change seen, also those that a paced write
 	// folds away (a shard drained within a second is still news).
@@ -53,19 +54,18 @@ func (c *Controller) report(cm *corev1.ConfigMap, st status.Status) error {
 	}
 	c.seen = &st
 	if c.reported.exists && maps.Equal(data, c.reported.data) {
-		return nil
+		return requeue{}, nil
 	}
 	if wait := statusInterval - c.now().Sub(c.lastStatusWrite); wait > 0 && cm != nil {
-		c.configMaps.EnqueueAfter(cm.Namespace, cm.Name, wait)
-		return nil
+		return requeue{after: wait, reason: reasonStatusPaced}, nil
 	}
 	logrus.WithField("configmap", c.opts.ConfigMap.String()).WithField("status", data).Debug("writing status")
 	if err := c.writeStatus(data); err != nil {
 		c.reported = nil // read it again: it may have changed under us
-		return err
+		return requeue{}, err
 	}
 	c.lastStatusWrite = c.now()
-	return nil
+	return requeue{}, nil
 }
 
 func (c *Controller) readStatus() (*reportedStatus, error) {

@@ -23,6 +23,9 @@ func shardStatus(id, state string, ready int) status.ShardStatus {
 	return status.ShardStatus{ID: id, State: state, Ready: ready, Desired: 2, Message: "shard " + id + " is " + state}
 }
 
+// reportErr is the error of a report, whether it asked for a requeue or not.
+func reportErr(_ requeue, err error) error { return err }
+
 func encode(t *testing.T, st status.Status) map[string]string {
 	t.Helper()
 	data, err := status.Encode(st)
@@ -38,39 +41,41 @@ func TestStatusWritesArePaced(t *testing.T) {
 
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	e.c.now = func() time.Time { return now }
-	require.NoError(t, e.c.report(cm, pending))
+	again, err := e.c.report(cm, pending)
+	require.NoError(t, err)
 	assert.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes())
-	assert.Empty(t, e.configMaps.enqueues)
+	assert.False(t, again.wanted())
 
-	// 300ms later the status changes: it is not written, but the shard
-	// ConfigMap is enqueued for when the interval has passed.
+	// 300ms later the status changes: it is not written, but the reconcile
+	// asks to run again when the interval has passed.
 	now = now.Add(300 * time.Millisecond)
-	require.NoError(t, e.c.report(cm, active))
+	again, err = e.c.report(cm, active)
+	require.NoError(t, err)
 	assert.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes(), "a second write within statusInterval")
-	require.Len(t, e.configMaps.enqueues, 1)
-	q := e.configMaps.enqueues[0]
-	assert.Equal(t, shardCM.String(), q.Key)
-	assert.Equal(t, statusInterval-300*time.Millisecond, q.After, "the remaining wait, not the whole interval")
+	assert.Equal(t, requeue{after: statusInterval - 300*time.Millisecond, reason: reasonStatusPaced}, again,
+		"the remaining wait, not the whole interval")
 	assert.Equal(t, encode(t, pending), e.statusMaps.objects[statusKey].Data)
 
-	// The enqueued reconcile, once the interval has passed, writes it.
-	now = now.Add(q.After)
-	require.NoError(t, e.c.report(cm, active))
+	// The requeued reconcile, once the interval has passed, writes it.
+	now = now.Add(again.after)
+	again, err = e.c.report(cm, active)
+	require.NoError(t, err)
 	assert.Equal(t, []string{"create " + statusKey, "update " + statusKey}, e.statusMaps.writes())
 	assert.Equal(t, encode(t, active), e.statusMaps.objects[statusKey].Data)
-	assert.Len(t, e.configMaps.enqueues, 1)
+	assert.False(t, again.wanted())
 }
 
 func TestUnchangedStatusIsNotRewritten(t *testing.T) {
 	e := newEnv(t, Options{}, nil, nil)
 	st := status.Status{Shards: []status.ShardStatus{shardStatus("a", status.StateActive, 2)}}
 
-	require.NoError(t, e.c.report(shardConfigMapObject("a", ""), st))
+	require.NoError(t, reportErr(e.c.report(shardConfigMapObject("a", ""), st)))
 	e.c.lastStatusWrite = e.c.now().Add(-time.Hour) // pacing is not why
-	require.NoError(t, e.c.report(shardConfigMapObject("a", ""), st))
+	again, err := e.c.report(shardConfigMapObject("a", ""), st)
+	require.NoError(t, err)
 
 	assert.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes())
-	assert.Empty(t, e.configMaps.enqueues)
+	assert.False(t, again.wanted(), "nothing to write, nothing to wait for")
 }
 
 func TestRestartedControllerNeitherRewritesNorRepeatsEvents(t *testing.T) {
@@ -80,13 +85,13 @@ func TestRestartedControllerNeitherRewritesNorRepeatsEvents(t *testing.T) {
 		shardStatus("a", status.StateActive, 2),
 		shardStatus("b", status.StateBlocked, 2),
 	}}
-	require.NoError(t, e.c.report(cm, blocked))
+	require.NoError(t, reportErr(e.c.report(cm, blocked)))
 	require.Equal(t, []string{"Warning ShardDeletionBlocked shard b is Blocked"}, e.events())
 	require.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes())
 
 	// A new process reads the status ConfigMap and finds it current.
 	restarted := e.restart(Options{})
-	require.NoError(t, restarted.report(cm, blocked))
+	require.NoError(t, reportErr(restarted.report(cm, blocked)))
 	assert.Equal(t, []string{"create " + statusKey}, e.statusMaps.writes(), "an unchanged status is rewritten after a restart")
 	assert.Empty(t, e.events(), "an Event is repeated after a restart")
 	assert.Contains(t, e.statusMaps.calls, "get "+statusKey)
@@ -94,7 +99,7 @@ func TestRestartedControllerNeitherRewritesNorRepeatsEvents(t *testing.T) {
 	// What changes afterwards is news, and only that.
 	conflict := status.Status{Shards: append(blocked.Shards[:2:2], shardStatus("c", status.StateConflict, 0))}
 	restarted.lastStatusWrite = time.Time{}
-	require.NoError(t, restarted.report(cm, conflict))
+	require.NoError(t, reportErr(restarted.report(cm, conflict)))
 	assert.Equal(t, []string{"Warning ShardConflict shard c is Conflict"}, e.events())
 	assert.Equal(t, []string{"create " + statusKey, "update " + statusKey}, e.statusMaps.writes())
 }
@@ -103,10 +108,10 @@ func TestRejectedConfigKeepsTheShardReport(t *testing.T) {
 	e := newEnv(t, Options{}, nil, nil)
 	cm := shardConfigMapObject("a", "")
 	ok := status.Status{Shards: []status.ShardStatus{shardStatus("a", status.StateActive, 2)}}
-	require.NoError(t, e.c.report(cm, ok))
+	require.NoError(t, reportErr(e.c.report(cm, ok)))
 
 	e.c.lastStatusWrite = time.Time{}
-	require.NoError(t, e.c.report(cm, status.Status{Error: "shards: bad"}))
+	require.NoError(t, reportErr(e.c.report(cm, status.Status{Error: "shards: bad"})))
 	want := ok
 	want.Error = "shards: bad"
 	assert.Equal(t, encode(t, want), e.statusMaps.objects[statusKey].Data)
@@ -118,7 +123,7 @@ func TestRejectedConfigKeepsTheShardReport(t *testing.T) {
 func TestFailedStatusWriteDoesNotRepeatEvents(t *testing.T) {
 	e := newEnv(t, Options{}, nil, nil)
 	cm := shardConfigMapObject("a", "")
-	require.NoError(t, e.c.report(cm, status.Status{Shards: []status.ShardStatus{shardStatus("a", status.StateActive, 2)}}))
+	require.NoError(t, reportErr(e.c.report(cm, status.Status{Shards: []status.ShardStatus{shardStatus("a", status.StateActive, 2)}})))
 	blocked := status.Status{Shards: []status.ShardStatus{
 		shardStatus("a", status.StateActive, 2),
 		shardStatus("b", status.StateBlocked, 2),
@@ -127,11 +132,11 @@ func TestFailedStatusWriteDoesNotRepeatEvents(t *testing.T) {
 	// Another writer changes the status ConfigMap: the update conflicts.
 	e.statusMaps.objects[statusKey].ResourceVersion = "999"
 	e.c.lastStatusWrite = time.Time{}
-	require.Error(t, e.c.report(cm, blocked))
+	require.Error(t, reportErr(e.c.report(cm, blocked)))
 	assert.Equal(t, []string{"Warning ShardDeletionBlocked shard b is Blocked"}, e.events())
 
 	// The retry writes the status, and emits nothing again.
-	require.NoError(t, e.c.report(cm, blocked))
+	require.NoError(t, reportErr(e.c.report(cm, blocked)))
 	assert.Empty(t, e.events(), "an Event is repeated after a failed status write")
 	assert.Equal(t, encode(t, blocked), e.statusMaps.objects[statusKey].Data)
 }
@@ -154,7 +159,7 @@ func TestStatusRequestsHoldNoLockOfTheWriters(t *testing.T) {
 		}
 	}
 
-	require.NoError(t, e.c.report(shardConfigMapObject("a", ""), status.Status{}))
+	require.NoError(t, reportErr(e.c.report(shardConfigMapObject("a", ""), status.Status{})))
 
 	assert.False(t, waited, "a writer waited for the status GET")
 }

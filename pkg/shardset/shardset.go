@@ -1,7 +1,13 @@
 // Package shardset is the controller that keeps the per-shard controller
 // Deployments in step with the shard ConfigMap. Every change that can matter
 // (the ConfigMap, a source or shard Deployment, a mapped object) is brought
-// back to one reconcile of the whole shard set, keyed by the ConfigMap.
+// back to one reconcile of the whole shard set, keyed by the ConfigMap. The
+// reconcile reads the caches, has pkg/plan decide, writes what it decided,
+// and reports the status; it hands placement its part of the decision
+// through the types of pkg/placement.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package shardset
 
 import (
@@ -20,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/shardkeeper/shardkeeper/pkg/expect"
-	"github.com/shardkeeper/shardkeeper/pkg/mover"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
@@ -52,7 +58,7 @@ type Options struct {
 	// new targets before a removal is confirmed (see confirmRemovals); nil
 	// when placement is not allowed, and a placement key is then refused.
 	Mover interface {
-		Set(mover.State)
+		Set(placement.State)
 		Restrict(targets []string)
 	}
 	// WriteParallelism bounds the writes in flight at once. The clients'
@@ -76,7 +82,7 @@ type Controller struct {
 	// through the client of the namespace of the object it writes.
 	deployments map[string]deploymentAccess
 	services    map[string]serviceAccess
-	mapped      Mapped
+	mapped      mappedObjects
 	recorder    record.EventRecorder
 
 	// statusMu guards the three fields below. Only report takes it, and
@@ -129,7 +135,7 @@ func Register(ctx context.Context, opts Options,
 	statusMaps corecontrollers.ConfigMapClient,
 	deployments map[string]appscontrollers.DeploymentController,
 	services map[string]corecontrollers.ServiceController,
-	mapped Mapped,
+	mapped mappedObjects,
 	recorder record.EventRecorder,
 ) *Controller {
 	deploymentsByNS := make(map[string]deploymentAccess, len(deployments))
@@ -160,7 +166,7 @@ func newController(opts Options,
 	statusMaps statusStore,
 	deployments map[string]deploymentAccess,
 	services map[string]serviceAccess,
-	mapped Mapped,
+	mapped mappedObjects,
 	recorder record.EventRecorder,
 ) *Controller {
 	return &Controller{

@@ -182,6 +182,7 @@ func TestRegister(t *testing.T) {
 // fleetEnv is a Controller for Fleet's preset over the fixtures: the
 // fleet-controller and gitjob Deployments and their metrics Services.
 func fleetEnv(t *testing.T) *env {
+	t.Helper()
 	set, err := source.Build(source.Options{Presets: []string{source.PresetFleet}, FleetNamespace: testNS})
 	require.NoError(t, err)
 	return newEnv(t, Options{Sources: set.Sources},

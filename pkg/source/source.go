@@ -1,6 +1,9 @@
 // Package source describes the controller Deployments that are cloned for
 // every shard (the presets for Fleet and Flux, and custom ones), and the
 // object kinds whose shard label maps them to a shard.
+//
+// It is the daemon's own: not a supported API, and it may change in any
+// release.
 package source
 
 import (
@@ -111,24 +114,24 @@ const (
 // IDLimit is the longest shard ID that the names and label values derived
 // from it allow, and the one derived name that sets that bound.
 type IDLimit struct {
-	// Max is the most characters a shard ID may have.
-	Max int
-	// Name is the derived name or label that sets Max, with "<id>" for the
-	// ID: "Service monitoring-fleet-controller-shard-<id>".
-	Name string
-	// NameMax is the most characters Name may have.
-	NameMax int
+	// maxLen is the most characters a shard ID may have.
+	maxLen int
+	// name is the derived name or label that sets maxLen, with "<id>" for
+	// the ID: "Service monitoring-fleet-controller-shard-<id>".
+	name string
+	// nameMaxLen is the most characters name may have.
+	nameMaxLen int
 }
 
 // Check returns an error when id is longer than l allows. The shard list
 // is checked when it is read, so that an ID that parses never makes a
 // shard whose writes all fail.
 func (l IDLimit) Check(id string) error {
-	if len(id) <= l.Max {
+	if len(id) <= l.maxLen {
 		return nil
 	}
 	return fmt.Errorf("shard ID %q is %d characters long, at most %d are allowed with the enabled sources (%s must fit in %d characters)",
-		id, len(id), l.Max, l.Name, l.NameMax)
+		id, len(id), l.maxLen, l.name, l.nameMaxLen)
 }
 
 // IDLimit returns the tightest bound that the sources' derived names set;
@@ -136,7 +139,7 @@ func (l IDLimit) Check(id string) error {
 func (s Set) IDLimit() IDLimit {
 	var out IDLimit
 	for i, src := range s.Sources {
-		if l := src.idLimit(); i == 0 || l.Max < out.Max {
+		if l := src.idLimit(); i == 0 || l.maxLen < out.maxLen {
 			out = l
 		}
 	}
@@ -147,14 +150,14 @@ func (s Set) IDLimit() IDLimit {
 // ID as a label value on every copy and its pods, the copy's name, its pod
 // labels and its metrics Service's name.
 func (s Source) idLimit() IDLimit {
-	out := IDLimit{Max: validation.LabelValueMaxLength, Name: "label value " + idInName, NameMax: validation.LabelValueMaxLength}
-	tighter := func(prefix, template string, max int) {
+	out := IDLimit{maxLen: validation.LabelValueMaxLength, name: "label value " + idInName, nameMaxLen: validation.LabelValueMaxLength}
+	tighter := func(prefix, template string, nameMaxLen int) {
 		n := strings.Count(template, Placeholder)
 		if n == 0 {
 			return
 		}
-		if l := (max - len(template) + n*len(Placeholder)) / n; l < out.Max {
-			out = IDLimit{Max: l, Name: prefix + strings.ReplaceAll(template, Placeholder, idInName), NameMax: max}
+		if l := (nameMaxLen - len(template) + n*len(Placeholder)) / n; l < out.maxLen {
+			out = IDLimit{maxLen: l, name: prefix + strings.ReplaceAll(template, Placeholder, idInName), nameMaxLen: nameMaxLen}
 		}
 	}
 	tighter("Deployment ", s.CloneName(Placeholder), maxDeploymentName)
@@ -252,6 +255,51 @@ type Options struct {
 
 // Build validates the options and returns the sources and mapped kinds.
 func Build(o Options) (Set, error) {
+	set, err := presets(o)
+	if err != nil {
+		return Set{}, err
+	}
+	custom, err := parseAll(o.Custom, parseCustom)
+	if err != nil {
+		return Set{}, err
+	}
+	set.Sources = append(set.Sources, custom...)
+	if err := applySourceFlags(set.Sources, o); err != nil {
+		return Set{}, err
+	}
+	mapped, err := parseAll(o.Mapped, parseMappedKind)
+	if err != nil {
+		return Set{}, err
+	}
+	set.Mapped = append(set.Mapped, mapped...)
+	if len(set.Sources) == 0 {
+		return Set{}, fmt.Errorf("no source controllers: choose a preset (%s, %s) or name one with --source", PresetFleet, presetFlux)
+	}
+	if err := checkUnique(set); err != nil {
+		return Set{}, err
+	}
+	if err := checkCopies(set.Sources); err != nil {
+		return Set{}, err
+	}
+	return set, nil
+}
+
+// parseAll parses every value, stopping at the first error.
+func parseAll[T any](values []string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, v := range values {
+		x, err := parse(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// presets returns the sources of the chosen presets and, unless mapped
+// kinds are named, their kinds.
+func presets(o Options) (Set, error) {
 	var set Set
 	for _, p := range o.Presets {
 		switch strings.TrimSpace(p) {
@@ -271,63 +319,54 @@ func Build(o Options) (Set, error) {
 			return Set{}, fmt.Errorf("unknown preset %q: use %q and/or %q", p, PresetFleet, presetFlux)
 		}
 	}
-	for _, c := range o.Custom {
-		src, err := parseCustom(c)
-		if err != nil {
-			return Set{}, err
-		}
-		set.Sources = append(set.Sources, src)
-	}
+	return set, nil
+}
+
+// applySourceFlags sets the metrics Services and required arguments that
+// the options name on their sources.
+func applySourceFlags(sources []Source, o Options) error {
 	for _, v := range o.MetricsServices {
-		if err := setOnSource(set.Sources, "--source-metrics-service", v, func(s *Source, svc string) error {
+		if err := setOnSource(sources, "--source-metrics-service", v, func(s *Source, svc string) error {
 			if errs := validation.IsDNS1035Label(svc); len(errs) > 0 {
-				return fmt.Errorf("Service name %q: %s", svc, strings.Join(errs, "; "))
+				return fmt.Errorf("invalid Service name %q: %s", svc, strings.Join(errs, "; "))
 			}
 			s.MetricsService = svc
 			return nil
 		}); err != nil {
-			return Set{}, err
+			return err
 		}
 	}
 	for _, v := range o.RequiredArgs {
-		if err := setOnSource(set.Sources, "--source-required-arg", v, func(s *Source, arg string) error {
+		if err := setOnSource(sources, "--source-required-arg", v, func(s *Source, arg string) error {
 			if !strings.HasPrefix(arg, "-") {
 				return fmt.Errorf("argument %q must start with -", arg)
 			}
 			s.RequiredArg = arg
 			return nil
 		}); err != nil {
-			return Set{}, err
+			return err
 		}
 	}
-	for _, m := range o.Mapped {
-		mk, err := parseMappedKind(m)
-		if err != nil {
-			return Set{}, err
-		}
-		set.Mapped = append(set.Mapped, mk)
-	}
-	if len(set.Sources) == 0 {
-		return Set{}, fmt.Errorf("no source controllers: choose a preset (%s, %s) or name one with --source", PresetFleet, presetFlux)
-	}
+	return nil
+}
+
+// checkUnique refuses a source or a mapped kind named twice.
+func checkUnique(set Set) error {
 	seen := map[string]bool{}
 	for _, s := range set.Sources {
 		if seen[s.Key()] {
-			return Set{}, fmt.Errorf("source %s is named twice", s.Key())
+			return fmt.Errorf("source %s is named twice", s.Key())
 		}
 		seen[s.Key()] = true
 	}
 	names := map[string]bool{}
 	for _, m := range set.Mapped {
 		if names[m.Name()] {
-			return Set{}, fmt.Errorf("mapped kind %s is named twice", m.Name())
+			return fmt.Errorf("mapped kind %s is named twice", m.Name())
 		}
 		names[m.Name()] = true
 	}
-	if err := checkCopies(set.Sources); err != nil {
-		return Set{}, err
-	}
-	return set, nil
+	return nil
 }
 
 // checkCopies refuses sources that leave no room for a shard ID in the
@@ -337,8 +376,8 @@ func Build(o Options) (Set, error) {
 // alone.
 func checkCopies(sources []Source) error {
 	for i, a := range sources {
-		if l := a.idLimit(); l.Max < 1 {
-			return fmt.Errorf("source %s leaves no room for a shard ID: %s must fit in %d characters", a.Key(), l.Name, l.NameMax)
+		if l := a.idLimit(); l.maxLen < 1 {
+			return fmt.Errorf("source %s leaves no room for a shard ID: %s must fit in %d characters", a.Key(), l.name, l.nameMaxLen)
 		}
 		for _, b := range sources[:i] {
 			if a.Namespace != b.Namespace {
@@ -478,7 +517,7 @@ func parseCustom(v string) (Source, error) {
 	}
 	flag, _, hasValue := strings.Cut(arg, "=")
 	if !strings.HasPrefix(flag, "-") || !hasValue || !strings.Contains(arg, Placeholder) {
-		return Source{}, fmt.Errorf("--source %q: the argument template must look like --flag=...%s...", v, Placeholder)
+		return Source{}, fmt.Errorf("--source %q: the argument template must be a flag whose value holds %s, such as --flag=%s", v, Placeholder, Placeholder)
 	}
 	return Source{Namespace: ns, Name: name, Container: container, Args: []string{arg}}, nil
 }

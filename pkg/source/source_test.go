@@ -127,23 +127,23 @@ func TestIDLimit(t *testing.T) {
 		want IDLimit
 	}{
 		{"fleet", build(Options{Presets: []string{"fleet"}, FleetNamespace: "cattle-fleet-system"}),
-			IDLimit{Max: 29, Name: "Service monitoring-fleet-controller-shard-<id>", NameMax: 63}},
+			IDLimit{maxLen: 29, name: "Service monitoring-fleet-controller-shard-<id>", nameMaxLen: 63}},
 		{"fleet and flux", build(Options{Presets: []string{"flux", "fleet"}}),
-			IDLimit{Max: 29, Name: "Service monitoring-fleet-controller-shard-<id>", NameMax: 63}},
+			IDLimit{maxLen: 29, name: "Service monitoring-fleet-controller-shard-<id>", nameMaxLen: 63}},
 		{"flux: the ID is a label value", build(Options{Presets: []string{"flux"}}),
-			IDLimit{Max: 63, Name: "label value <id>", NameMax: 63}},
+			IDLimit{maxLen: 63, name: "label value <id>", nameMaxLen: 63}},
 		{"a metrics Service", build(Options{Presets: []string{"flux"}, FluxNamespace: "f", Custom: []string{"f/kc=--s={shard}"},
 			MetricsServices: []string{"f/kc=kustomize-controller-metrics-service"}}),
-			IDLimit{Max: 20, Name: "Service kustomize-controller-metrics-service-shard-<id>", NameMax: 63}},
+			IDLimit{maxLen: 20, name: "Service kustomize-controller-metrics-service-shard-<id>", nameMaxLen: 63}},
 		{"a pod label", Set{Sources: []Source{{Name: "c", PodLabels: map[string]string{"x": "pool-{shard}-of-{shard}"}}}},
-			IDLimit{Max: 27, Name: "pod label x=pool-<id>-of-<id>", NameMax: 63}},
+			IDLimit{maxLen: 27, name: "pod label x=pool-<id>-of-<id>", nameMaxLen: 63}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.set.IDLimit()
 			assert.Equal(t, tt.want, got)
-			assert.NoError(t, got.Check(strings.Repeat("a", got.Max)))
-			assert.ErrorContains(t, got.Check(strings.Repeat("a", got.Max+1)), "at most")
+			require.NoError(t, got.Check(strings.Repeat("a", got.maxLen)))
+			assert.ErrorContains(t, got.Check(strings.Repeat("a", got.maxLen+1)), "at most")
 		})
 	}
 }

@@ -35,10 +35,12 @@ func Print(w io.Writer, s Status, format string) error {
 	return fmt.Errorf("unknown output format %q: use table, wide, yaml or json", format)
 }
 
+// printed is what -o yaml and -o json show; the warnings are always there,
+// {} when there are none.
 type printed struct {
 	Shards   any      `json:"shards"`
 	Error    string   `json:"error,omitempty"`
-	Warnings Warnings `json:"warnings,omitempty"`
+	Warnings Warnings `json:"warnings"`
 }
 
 func view(s Status) printed {

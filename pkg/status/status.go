@@ -3,6 +3,10 @@
 // report changes, so that an Event is emitted once per change and not again
 // after a restart. Every Event reason, and the broadcaster that sends the
 // Events, are here too.
+//
+// The status ConfigMap's format is shardkeeper's interface; the Go package
+// is the daemon's own: not a supported API, and it may change in any
+// release.
 package status
 
 import (
@@ -166,65 +170,68 @@ func Changes(old, cur Status) []Event {
 	}
 	for _, s := range cur.Shards {
 		p, had := prev[s.ID]
-		switch s.State {
-		case StateBlocked:
-			if !had || p.State != StateBlocked {
-				out = append(out, Event{corev1.EventTypeWarning, ReasonShardDeletionBlocked, s.Message})
-			}
-		case StateDraining:
-			// The message counts down as objects leave; only the start of
-			// a drain is news.
-			if !had || p.State != StateDraining {
-				out = append(out, Event{corev1.EventTypeNormal, ReasonShardDraining, s.Message})
-			}
-		case StateDrained:
-			if !had || p.State != StateDrained {
-				out = append(out, Event{corev1.EventTypeNormal, reasonShardDrained, s.Message})
-			}
-		case StateConflict:
-			if !had || p.State != StateConflict || p.Message != s.Message {
-				out = append(out, Event{corev1.EventTypeWarning, ReasonShardConflict, s.Message})
-			}
-		case StateFailedOver:
-			if !had || p.State != StateFailedOver {
-				out = append(out, Event{corev1.EventTypeWarning, reasonShardUnavailable, s.Message})
-			}
-		case StateWriteFailing:
-			// The error may read differently on each retry; only the
-			// start of the failure is news.
-			if !had || p.State != StateWriteFailing {
-				out = append(out, Event{corev1.EventTypeWarning, ReasonShardWriteFailed, s.Message})
-			}
-		}
-		if had && p.State == StateFailedOver && s.State != StateFailedOver {
-			out = append(out, Event{corev1.EventTypeNormal, reasonShardRecovered,
-				fmt.Sprintf("shard %s is available again; placement brings objects back to it by rebalancing, paced", s.ID)})
-		}
-		if s.JobPlacement != "" && s.JobPlacement != p.JobPlacement {
-			out = append(out, Event{corev1.EventTypeWarning, ReasonGitJobPlacementMismatch, s.JobPlacement})
-		}
+		out = append(out, shardChanges(p, had, s)...)
 	}
+	return append(out, warningChanges(old.Warnings, cur.Warnings)...)
+}
+
+// stateEvents are the type and reason of the Event that a shard entering
+// each state brings.
+var stateEvents = map[string]struct{ eventType, reason string }{
+	StateBlocked:      {corev1.EventTypeWarning, ReasonShardDeletionBlocked},
+	StateDraining:     {corev1.EventTypeNormal, ReasonShardDraining},
+	StateDrained:      {corev1.EventTypeNormal, reasonShardDrained},
+	StateConflict:     {corev1.EventTypeWarning, ReasonShardConflict},
+	StateFailedOver:   {corev1.EventTypeWarning, reasonShardUnavailable},
+	StateWriteFailing: {corev1.EventTypeWarning, ReasonShardWriteFailed},
+}
+
+// shardChanges returns the Events of shard s, which was p before (had: it
+// was there at all).
+func shardChanges(p ShardStatus, had bool, s ShardStatus) []Event {
+	var out []Event
+	// Only entering a state is news: a drain's message counts down as
+	// objects leave, and a write error may read differently on each retry.
+	// A conflict is news again when it names another object.
+	if e, ok := stateEvents[s.State]; ok &&
+		(!had || p.State != s.State || s.State == StateConflict && p.Message != s.Message) {
+		out = append(out, Event{e.eventType, e.reason, s.Message})
+	}
+	if had && p.State == StateFailedOver && s.State != StateFailedOver {
+		out = append(out, Event{corev1.EventTypeNormal, reasonShardRecovered,
+			fmt.Sprintf("shard %s is available again; placement brings objects back to it by rebalancing, paced", s.ID)})
+	}
+	if s.JobPlacement != "" && s.JobPlacement != p.JobPlacement {
+		out = append(out, Event{corev1.EventTypeWarning, ReasonGitJobPlacementMismatch, s.JobPlacement})
+	}
+	return out
+}
+
+// warningChanges returns the Events of the warnings that cur has and old
+// did not.
+func warningChanges(old, cur Warnings) []Event {
+	var out []Event
 	known := map[string]bool{}
-	for _, u := range old.Warnings.UnknownShards {
+	for _, u := range old.UnknownShards {
 		known[u.ID] = true
 	}
-	for _, u := range cur.Warnings.UnknownShards {
+	for _, u := range cur.UnknownShards {
 		if !known[u.ID] {
 			out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, unknownMessage(u)})
 		}
 	}
-	if cur.Warnings.MoreUnknownShards > 0 && old.Warnings.MoreUnknownShards == 0 {
-		out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, moreUnknownMessage(cur.Warnings)})
+	if cur.MoreUnknownShards > 0 && old.MoreUnknownShards == 0 {
+		out = append(out, Event{corev1.EventTypeWarning, ReasonUnknownShard, moreUnknownMessage(cur)})
 	}
-	for _, src := range cur.Warnings.NotShardAware {
-		if !slices.Contains(old.Warnings.NotShardAware, src) {
+	for _, src := range cur.NotShardAware {
+		if !slices.Contains(old.NotShardAware, src) {
 			out = append(out, Event{corev1.EventTypeWarning, ReasonSourceNotShardAware, notShardAwareMessage(src)})
 		}
 	}
-	if w := cur.Warnings.FailoverWithheld; w != "" && w != old.Warnings.FailoverWithheld {
+	if w := cur.FailoverWithheld; w != "" && w != old.FailoverWithheld {
 		out = append(out, Event{corev1.EventTypeWarning, reasonFailoverWithheld, w})
 	}
-	for _, msg := range newItems(old.Warnings.RenderErrors, cur.Warnings.RenderErrors) {
+	for _, msg := range newItems(old.RenderErrors, cur.RenderErrors) {
 		out = append(out, Event{corev1.EventTypeWarning, reasonRenderFailed, "a shard Deployment could not be rendered: " + msg})
 	}
 	return out
@@ -235,7 +242,9 @@ func Changes(old, cur Status) []Event {
 func notShardAwareMessage(n NotShardAware) string {
 	return fmt.Sprintf("source Deployment %s is not started with %s, so it would also reconcile the objects of every shard; "+
 		"no new shard copy of it is created until it is (copies that exist are left as they are). "+
-		"Add the argument through whatever installs it, not by hand: see the README's section on Flux", n.Source, n.Needs)
+		"Add the argument through whatever installs it, not by hand: see "+
+		"https://github.com/shardkeeper/shardkeeper/blob/main/docs/presets.md#flux-the-main-controller-must-leave-the-shards-objects-alone",
+		n.Source, n.Needs)
 }
 
 // unknownMessage says which objects point at a shard that does not exist.

@@ -1,5 +1,8 @@
 // Package statuscmd is the `shardkeeper status` subcommand: it prints the
 // status ConfigMap that the daemon writes, with the current kubeconfig.
+//
+// It is the shardkeeper command's own: not a supported API, and it may
+// change in any release.
 package statuscmd
 
 import (
