@@ -154,8 +154,8 @@ check: vet lint test-unit chart-test alerts-test check-manifests ## Run the chec
 test: check release-test test-e2e ## Run every test: check, the release path and e2e on a local control plane.
 
 # golangci-lint is built from the Go module proxy, pinned; .golangci.yml says
-# what it checks. It lints the daemon's module as the daemon is built, out of
-# the workspace (GOWORK=off).
+# what it checks. It lints each module on its own (GOWORK=off): the daemon's
+# as the daemon is built, then bench and e2e (with the e2e tests' tag).
 GOLANGCI_LINT_VER := v2.15.0
 
 $(BIN)/golangci-lint:
@@ -163,8 +163,10 @@ $(BIN)/golangci-lint:
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VER)
 
 .PHONY: lint
-lint: $(BIN)/golangci-lint ## Run golangci-lint on main.go and pkg/ (.golangci.yml; the binary is cached in bin/, delete it to rebuild).
+lint: $(BIN)/golangci-lint ## Run golangci-lint on the daemon, bench and e2e (.golangci.yml; the binary is cached in bin/, delete it to rebuild).
 	GOWORK=off $(BIN)/golangci-lint run ./...
+	cd bench && GOWORK=off $(BIN)/golangci-lint run ./...
+	cd e2e && GOWORK=off $(BIN)/golangci-lint run --build-tags e2e ./...
 
 # In the workspace (go.work) ./... is the product's module alone: bench and
 # e2e are modules of their own, so every go vet and go test names them.
@@ -343,3 +345,4 @@ bench: $(CONTROL_PLANE) build ## Measure convergence, placement, memory, decisio
 .PHONY: clean
 clean: ## Remove build output (the cached control plane too).
 	rm -rf $(BIN) $(DEMO_DIR)
+

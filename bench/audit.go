@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -54,7 +55,12 @@ func (c calls) Writes() int { return c.count(func(k callKey) bool { return isWri
 
 // Lists: see Writes.
 func (c calls) Lists() int { return c.count(func(k callKey) bool { return isList(k.verb) }) }
-func (c calls) total() int { return c.count(func(callKey) bool { return true }) }
+
+// A callKey is a JSON object's key: calls are saved in results.json.
+var (
+	_ encoding.TextMarshaler   = callKey{}
+	_ encoding.TextUnmarshaler = (*callKey)(nil)
+)
 
 // MarshalText writes the key as "verb resource", so that calls can be a
 // JSON object; a verb has no space.
@@ -175,7 +181,7 @@ func readAuditQ(path, user string, from, to time.Time, withQuery bool) (calls, e
 func listQuery(uri string) string {
 	_, q, _ := strings.Cut(uri, "?")
 	var keep []string
-	for _, kv := range strings.Split(q, "&") {
+	for kv := range strings.SplitSeq(q, "&") {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "limit", "resourceVersion", "resourceVersionMatch", "sendInitialEvents":

@@ -225,16 +225,14 @@ func (e *env) floorStep(ctx context.Context, ids []string, create bool) (time.Du
 	var wg sync.WaitGroup
 	policy := metav1.DeletePropagationBackground
 	for i, d := range ds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-gate
 			if create {
 				_, errs[i] = client.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
 			} else {
 				errs[i] = client.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
 			}
-		}()
+		})
 	}
 	typ := watch.Added
 	if !create {
@@ -287,18 +285,18 @@ func (w runWrites) exact() bool {
 func (b *bench) runConvergence(ctx context.Context) error {
 	// --profiling only opens the endpoint: nothing is profiled until the
 	// measured runs are over.
-	d, err := b.env.startDaemon(b.daemonBin, append(slices.Clone(b.daemonArgs), "--profiling"))
+	d, err := b.env.startDaemon(ctx, b.daemonBin, append(slices.Clone(b.daemonArgs), "--profiling"))
 	if err != nil {
 		return err
 	}
 	defer d.stop()
-	if _, err := d.waitReady(2 * time.Minute); err != nil {
+	if _, err := d.waitReady(ctx, 2*time.Minute); err != nil {
 		return err
 	}
-	if _, err := d.waitCounted(0, 2*time.Minute); err != nil {
+	if _, err := d.waitCounted(ctx, 0, 2*time.Minute); err != nil {
 		return err
 	}
-	ideal, err := b.env.startIdeal(b.idealBin)
+	ideal, err := b.env.startIdeal(ctx, b.idealBin)
 	if err != nil {
 		return err
 	}
@@ -316,36 +314,13 @@ func (b *bench) runConvergence(ctx context.Context) error {
 			if err := b.floorRun(ctx, c, ids, r, settle); err != nil {
 				return err
 			}
-			for _, ctl := range []struct {
-				name, cm, user string
-				pid            int
-				names          func([]string) map[string]bool
-				up, down       *[]step
-				writes         *writeRuns
-			}{
+			for _, ctl := range []convController{
 				{"the ideal controller", idealCM, IdealUser, ideal.pid(), idealNames, &c.IdealUp, &c.IdealDown, &c.IdealWrites},
 				{"shardkeeper", cmName, DaemonUser, d.pid(), clones, &c.DaemonUp, &c.DaemonDown, &c.DaemonWrites},
 			} {
-				since := time.Now()
-				for _, st := range []struct {
-					dir      string
-					from, to []string
-					out      *[]step
-				}{{"up", nil, ids, ctl.up}, {"down", ids, nil, ctl.down}} {
-					res, err := b.env.controllerStep(ctx, ctl.cm, ctl.pid, ctl.names, st.from, st.to)
-					if err != nil {
-						return fmt.Errorf("%s, %d shards %s: %w", ctl.name, n, st.dir, err)
-					}
-					*st.out = append(*st.out, res)
-					b.logf("convergence %d shards run %d: %s %s %s (CPU %s)", n, r+1, ctl.name, st.dir, res.Took, res.CPU)
-					settle(ctl.name + " " + st.dir)
-				}
-				w, err := controllerWrites(b.env.auditLog, ctl.user, since, time.Now(), len(clones(ids)))
-				if err != nil {
+				if err := b.controllerRun(ctx, ctl, ids, r, settle); err != nil {
 					return err
 				}
-				*ctl.writes = append(*ctl.writes, w)
-				b.logf("convergence %d shards run %d: %s's writes: %s", n, r+1, ctl.name, w.All)
 			}
 		}
 		if i == 0 && b.profileSeconds > 0 {
@@ -355,6 +330,42 @@ func (b *bench) runConvergence(ctx context.Context) error {
 			settle("the profile")
 		}
 	}
+	return nil
+}
+
+// convController is a controller that convergence measures beside the
+// floor: the ConfigMap it follows, its audited user, its process, the
+// Deployments it makes for a shard list, and where its figures go.
+type convController struct {
+	name, cm, user string
+	pid            int
+	names          func([]string) map[string]bool
+	up, down       *[]step
+	writes         *writeRuns
+}
+
+// controllerRun is one run of ctl, up and down, with its writes over both.
+func (b *bench) controllerRun(ctx context.Context, ctl convController, ids []string, r int, settle func(string)) error {
+	since := time.Now()
+	for _, st := range []struct {
+		dir      string
+		from, to []string
+		out      *[]step
+	}{{"up", nil, ids, ctl.up}, {"down", ids, nil, ctl.down}} {
+		res, err := b.env.controllerStep(ctx, ctl.cm, ctl.pid, ctl.names, st.from, st.to)
+		if err != nil {
+			return fmt.Errorf("%s, %d shards %s: %w", ctl.name, len(ids), st.dir, err)
+		}
+		*st.out = append(*st.out, res)
+		b.logf("convergence %d shards run %d: %s %s %s (CPU %s)", len(ids), r+1, ctl.name, st.dir, res.Took, res.CPU)
+		settle(ctl.name + " " + st.dir)
+	}
+	w, err := controllerWrites(b.env.auditLog, ctl.user, since, time.Now(), len(clones(ids)))
+	if err != nil {
+		return err
+	}
+	*ctl.writes = append(*ctl.writes, w)
+	b.logf("convergence %d shards run %d: %s's writes: %s", len(ids), r+1, ctl.name, w.All)
 	return nil
 }
 

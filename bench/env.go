@@ -166,11 +166,8 @@ func (e *env) setup(ctx context.Context) error {
 	for i := range objNSs {
 		nss = append(nss, fmt.Sprintf("%s%d", objNSBase, i))
 	}
-	for _, ns := range nss {
-		_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
+	if err := e.createNamespaces(ctx, nss...); err != nil {
+		return err
 	}
 	for _, ns := range []string{fleetNS, fluxNS} {
 		if err := poll(ctx, time.Minute, "default ServiceAccount in "+ns, func() error {
@@ -207,6 +204,17 @@ func (e *env) setup(ctx context.Context) error {
 	return e.settle(ctx, 3*time.Minute)
 }
 
+// createNamespaces creates the namespaces nss that do not exist yet.
+func (e *env) createNamespaces(ctx context.Context, nss ...string) error {
+	for _, ns := range nss {
+		_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
 // sources are Fleet's and Flux's controllers as the fixture shapes them,
 // run as the namespace's default ServiceAccount.
 func sources() []*appsv1.Deployment {
@@ -221,15 +229,18 @@ func sources() []*appsv1.Deployment {
 // of rc, for user.
 func writeKubeconfig(path string, rc *rest.Config, user string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.TLSClientConfig.CAData}
+	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
 	cfg.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: user}
 	cfg.CurrentContext = "bench"
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort returns a loopback port that was free a moment ago, for a
+// process to listen on.
+func freePort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}

@@ -117,7 +117,7 @@ func (l *runList) String() string { return (*intList)(l).String() }
 
 func (l *runList) Set(v string) error {
 	*l = nil
-	for _, f := range strings.Split(v, ",") {
+	for f := range strings.SplitSeq(v, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			return fmt.Errorf("%q is not a number of runs (at least 1)", f)
@@ -142,7 +142,7 @@ func (l *intList) String() string {
 
 func (l *intList) Set(v string) error {
 	*l = nil
-	for _, f := range strings.Split(v, ",") {
+	for f := range strings.SplitSeq(v, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
@@ -169,19 +169,27 @@ func main() {
 	}
 }
 
-func run() error {
-	b := &bench{shards: intList{20, 100}, objects: intList{1000, 10000, 100000}}
+// options are the command's flags that say what to run and where, not how
+// to measure.
+type options struct {
+	binDir, daemonBin, out, rerender     string
+	keep, skipConv, skipScale, skipPlace bool
+}
+
+// parseFlags parses the command line into b's settings and the options.
+func (b *bench) parseFlags() (options, error) {
 	var (
-		binDir      = flag.String("bin-dir", "bin", "directory of the control-plane binaries and bin/shardkeeper")
-		daemonBin   = flag.String("daemon-bin", "", "the shardkeeper binary to measure (default: shardkeeper in --bin-dir)")
-		out         = flag.String("out", "bench/results.md", "where to write the results (the data goes beside it, as .json)")
-		rerender    = flag.String("render", "", "render --out from this results.json and measure nothing")
-		keep        = flag.Bool("keep", false, "keep the control plane's work directory (logs, audit log) after the run")
-		skipConv    = flag.Bool("skip-convergence", false, "skip the convergence measurements")
-		skipScale   = flag.Bool("skip-scale", false, "skip the memory, decision latency, idle and start-up measurements")
-		skipPlace   = flag.Bool("skip-placement", false, "skip the placement measurements")
+		o           options
 		daemonExtra strList
 	)
+	flag.StringVar(&o.binDir, "bin-dir", "bin", "directory of the control-plane binaries and bin/shardkeeper")
+	flag.StringVar(&o.daemonBin, "daemon-bin", "", "the shardkeeper binary to measure (default: shardkeeper in --bin-dir)")
+	flag.StringVar(&o.out, "out", "bench/results.md", "where to write the results (the data goes beside it, as .json)")
+	flag.StringVar(&o.rerender, "render", "", "render --out from this results.json and measure nothing")
+	flag.BoolVar(&o.keep, "keep", false, "keep the control plane's work directory (logs, audit log) after the run")
+	flag.BoolVar(&o.skipConv, "skip-convergence", false, "skip the convergence measurements")
+	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the memory, decision latency, idle and start-up measurements")
+	flag.BoolVar(&o.skipPlace, "skip-placement", false, "skip the placement measurements")
 	flag.Var((*intList)(&b.shards), "shards", "shard counts for convergence, comma-separated")
 	flag.Var((*intList)(&b.objects), "objects", "mapped object counts for memory, decision latency and start-up (0 is always measured), comma-separated")
 	flag.IntVar(&b.scaleShards, "scale-shards", 100, "shards the mapped objects are spread over")
@@ -206,15 +214,24 @@ func run() error {
 	flag.Parse()
 	b.daemonArgs = daemonExtra
 	if b.runs < 1 || len(b.convRuns) == 0 || b.latencyRuns < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 {
-		return errors.New("--runs, --convergence-runs, --latency-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1")
+		return o, errors.New("--runs, --convergence-runs, --latency-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1")
 	}
 	b.objects = dropZero(b.objects)
-	if *rerender != "" {
-		r, err := readResults(*rerender)
+	return o, nil
+}
+
+func run() error {
+	b := &bench{shards: intList{20, 100}, objects: intList{1000, 10000, 100000}}
+	o, err := b.parseFlags()
+	if err != nil {
+		return err
+	}
+	if o.rerender != "" {
+		r, err := readResults(o.rerender)
 		if err != nil {
 			return err
 		}
-		return writeReport(r, *out)
+		return writeReport(r, o.out)
 	}
 	b.res.Began = time.Now()
 	b.res.Args = os.Args[1:]
@@ -225,68 +242,108 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	absBin, err := filepath.Abs(*binDir)
+	absBin, err := b.locateDaemon(o)
 	if err != nil {
 		return err
-	}
-	b.daemonBin = filepath.Join(absBin, "shardkeeper")
-	if *daemonBin != "" {
-		if b.daemonBin, err = filepath.Abs(*daemonBin); err != nil {
-			return err
-		}
-	}
-	if _, err := os.Stat(b.daemonBin); err != nil {
-		return fmt.Errorf("%w: build it with `make build`", err)
 	}
 	tmp, err := os.MkdirTemp("", "shardkeeper-bench-")
 	if err != nil {
 		return err
 	}
-	if !*keep {
+	if !o.keep {
 		defer os.RemoveAll(tmp)
 	}
-	b.refBin, b.idealBin = filepath.Join(tmp, "ref"), filepath.Join(tmp, "ideal")
-	for _, ref := range []struct{ bin, pkg string }{{b.refBin, "bench/ref"}, {b.idealBin, "bench/ideal"}} {
-		b.logf("building the reference %s", ref.pkg)
-		if out, err := exec.Command("go", "build", "-o", ref.bin, "github.com/shardkeeper/shardkeeper/"+ref.pkg).CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", ref.pkg, err, out)
+	if err := b.buildReferences(ctx, tmp); err != nil {
+		return err
+	}
+	b.res.Machine = machine(ctx, absBin, b.daemonBin)
+	if err := b.startControlPlane(ctx, absBin, tmp, o.keep); err != nil {
+		return err
+	}
+	defer b.env.stop()
+	b.runParts(ctx, o)
+	b.res.Ended = time.Now()
+	b.res.Rewatches = b.env.rewatches
+	if err := b.write(o.out); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// locateDaemon sets the daemon binary the options name, and returns the
+// absolute path of --bin-dir.
+func (b *bench) locateDaemon(o options) (string, error) {
+	absBin, err := filepath.Abs(o.binDir)
+	if err != nil {
+		return "", err
+	}
+	b.daemonBin = filepath.Join(absBin, "shardkeeper")
+	if o.daemonBin != "" {
+		if b.daemonBin, err = filepath.Abs(o.daemonBin); err != nil {
+			return "", err
 		}
 	}
-	b.res.Machine = machine(absBin, b.daemonBin)
+	if _, err := os.Stat(b.daemonBin); err != nil {
+		return "", fmt.Errorf("%w: build it with `make build`", err)
+	}
+	return absBin, nil
+}
 
+// startControlPlane starts the control plane from binDir in workDir, as
+// b.env, and sets it up for the parts; on error it leaves none running.
+func (b *bench) startControlPlane(ctx context.Context, binDir, workDir string, keep bool) error {
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	e, err := startEnv(startCtx, absBin, tmp, b.logf)
+	e, err := startEnv(startCtx, binDir, workDir, b.logf)
 	cancel()
 	if err != nil {
 		return err
 	}
-	b.env = e
-	defer e.stop()
-	if *keep {
+	if keep {
 		b.logf("work directory (kept): %s", e.workDir)
 	}
 	if v, err := e.kube.Discovery().ServerVersion(); err == nil {
 		b.res.Machine = append(b.res.Machine, [2]string{"kube-apiserver", v.GitVersion})
 	}
 	if err := e.setup(ctx); err != nil {
+		e.stop()
 		return fmt.Errorf("setting up: %w", err)
 	}
+	b.env = e
+	return nil
+}
 
+// buildReferences builds the reference programs bench/ref and bench/ideal
+// into dir.
+func (b *bench) buildReferences(ctx context.Context, dir string) error {
+	b.refBin, b.idealBin = filepath.Join(dir, "ref"), filepath.Join(dir, "ideal")
+	for _, ref := range []struct{ bin, pkg string }{{b.refBin, "bench/ref"}, {b.idealBin, "bench/ideal"}} {
+		b.logf("building the reference %s", ref.pkg)
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", ref.bin, "github.com/shardkeeper/shardkeeper/"+ref.pkg).CombinedOutput() //nolint:gosec // the benchmark's own packages, built into its work directory
+		if err != nil {
+			return fmt.Errorf("building %s: %w\n%s", ref.pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// runParts runs the parts the options do not skip, and records each
+// part's failure; an interrupted run skips the parts after the one it
+// stopped.
+func (b *bench) runParts(ctx context.Context, o options) {
 	parts := []struct {
 		name, skipped string
 		skip          bool
 		run           func(context.Context) error
 	}{
-		{"convergence", "convergence (--skip-convergence)", *skipConv, b.runConvergence},
-		{"placement", "placement (--skip-placement)", *skipPlace, b.runPlacement},
-		{"scale", "memory, decision latency, idle window and start-up (--skip-scale)", *skipScale, b.runScale},
+		{"convergence", "convergence (--skip-convergence)", o.skipConv, b.runConvergence},
+		{"placement", "placement (--skip-placement)", o.skipPlace, b.runPlacement},
+		{"scale", "memory, decision latency, idle window and start-up (--skip-scale)", o.skipScale, b.runScale},
 	}
 	for i, part := range parts {
 		if part.skip {
 			b.res.Skipped = append(b.res.Skipped, part.skipped)
 			continue
 		}
-		// An interrupted run skips the parts after the one it stopped.
 		if i > 0 && ctx.Err() != nil {
 			continue
 		}
@@ -295,22 +352,20 @@ func run() error {
 			b.logf("%s failed: %v", part.name, err)
 		}
 	}
-	b.res.Ended = time.Now()
+}
 
-	b.res.Rewatches = e.rewatches
+// write prints the summary and writes the data and the report to out.
+func (b *bench) write(out string) error {
 	if err := render(os.Stdout, "summary", &b.res); err != nil {
 		return err
 	}
-	if err := writeData(&b.res, strings.TrimSuffix(*out, ".md")+".json"); err != nil {
+	if err := writeData(&b.res, strings.TrimSuffix(out, ".md")+".json"); err != nil {
 		return err
 	}
-	if err := writeReport(&b.res, *out); err != nil {
+	if err := writeReport(&b.res, out); err != nil {
 		return err
 	}
-	b.logf("wrote %s; the run took %s", *out, b.res.Ended.Sub(b.res.Began).Round(time.Second))
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
+	b.logf("wrote %s; the run took %s", out, b.res.Ended.Sub(b.res.Began).Round(time.Second))
 	return nil
 }
 
@@ -325,14 +380,14 @@ func dropZero(l []int) []int {
 }
 
 // machine describes the machine and the software measured.
-func machine(binDir, daemonBin string) [][2]string {
+func machine(ctx context.Context, binDir, daemonBin string) [][2]string {
 	var out [][2]string
 	add := func(k, v string) { out = append(out, [2]string{k, strings.TrimSpace(v)}) }
-	if b, err := exec.Command("nproc").Output(); err == nil {
+	if b, err := exec.CommandContext(ctx, "nproc").Output(); err == nil {
 		add("nproc", string(b))
 	}
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
+		for l := range strings.SplitSeq(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
 				f := strings.Fields(v)
 				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
@@ -342,7 +397,7 @@ func machine(binDir, daemonBin string) [][2]string {
 		}
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
+		for l := range strings.SplitSeq(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
 				add("CPU", v)
 				break
@@ -352,13 +407,13 @@ func machine(binDir, daemonBin string) [][2]string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		add("kernel", string(b))
 	}
-	if b, err := exec.Command("go", "version").Output(); err == nil {
+	if b, err := exec.CommandContext(ctx, "go", "version").Output(); err == nil {
 		add("Go", string(b))
 	}
-	if b, err := exec.Command(daemonBin, "--version").Output(); err == nil {
+	if b, err := exec.CommandContext(ctx, daemonBin, "--version").Output(); err == nil {
 		add("shardkeeper", string(b))
 	}
-	if b, err := exec.Command(filepath.Join(binDir, "etcd"), "--version").Output(); err == nil {
+	if b, err := exec.CommandContext(ctx, filepath.Join(binDir, "etcd"), "--version").Output(); err == nil { //nolint:gosec // the control plane's etcd, from --bin-dir
 		add("etcd", strings.SplitN(string(b), "\n", 2)[0])
 	}
 	add("date", time.Now().UTC().Format(time.RFC3339))

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -149,13 +148,10 @@ func (b *bench) runPlacement(ctx context.Context) (err error) {
 	qps, burst := clientLimits(b.daemonArgs)
 	pr := &placementResult{Objects: b.placementObjects, Shards: len(ids), QPS: qps, Burst: burst, Quiet: 10 * time.Second}
 	b.res.Placement = pr
-	for _, ns := range []string{placeNS, placeRefNS} {
-		_, err := b.env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
+	if err := b.env.createNamespaces(ctx, placeNS, placeRefNS); err != nil {
+		return err
 	}
-	d, err := b.env.startDaemon(b.daemonBin, append(slices.Clone(b.daemonArgs), "--allow-placement"))
+	d, err := b.env.startDaemon(ctx, b.daemonBin, append(slices.Clone(b.daemonArgs), "--allow-placement"))
 	if err != nil {
 		return err
 	}
@@ -164,34 +160,8 @@ func (b *bench) runPlacement(ctx context.Context) (err error) {
 			err = errors.Join(err, fmt.Errorf("cleaning up: %w", cerr))
 		}
 	}()
-	if _, err := d.waitReady(2 * time.Minute); err != nil {
-		return err
-	}
-	var base float64
-	if err := poll(ctx, 2*time.Minute, "shardkeeper's caches synced", func() error {
-		m, err := scrape(d.metrics)
-		if err != nil {
-			return err
-		}
-		if !m.has("shardkeeper_shards") {
-			return errors.New("no shard counts yet")
-		}
-		base = m.sum("shardkeeper_mapped_objects", nil)
-		return nil
-	}); err != nil {
-		return err
-	}
-	b.logf("placement: %d shards, scope namespaces [%s]", len(ids), placeNS)
-	if err := b.env.setPlacement(ctx, ids, "namespaces: ["+placeNS+"]"); err != nil {
-		return err
-	}
-	if err := b.env.waitShardsReady(ctx, ids, 10*time.Minute); err != nil {
-		return err
-	}
-	if err := b.env.settle(ctx, 10*time.Minute); err != nil {
-		b.notef("placement: %d shards did not settle: %v", len(ids), err)
-	}
-	if _, err := b.quietReconciles(d, 3*time.Second, 2*time.Minute); err != nil {
+	base, err := b.placementShardsReady(ctx, d, ids)
+	if err != nil {
 		return err
 	}
 	for r := range b.placementRuns {
@@ -213,23 +183,63 @@ func (b *bench) runPlacement(ctx context.Context) (err error) {
 	return nil
 }
 
+// placementShardsReady waits until the daemon d is ready and its caches
+// have synced, gives it the shards ids with a placement scope of placeNS
+// alone, and waits until every shard is ready and the daemon has stopped
+// reconciling. It returns the mapped objects the daemon counted before the
+// placement part made any.
+func (b *bench) placementShardsReady(ctx context.Context, d *daemon, ids []string) (float64, error) {
+	if _, err := d.waitReady(ctx, 2*time.Minute); err != nil {
+		return 0, err
+	}
+	var base float64
+	if err := poll(ctx, 2*time.Minute, "shardkeeper's caches synced", func() error {
+		m, err := scrape(ctx, d.metrics)
+		if err != nil {
+			return err
+		}
+		if !m.has("shardkeeper_shards") {
+			return errors.New("no shard counts yet")
+		}
+		base = m.sum("shardkeeper_mapped_objects", nil)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	b.logf("placement: %d shards, scope namespaces [%s]", len(ids), placeNS)
+	if err := b.env.setPlacement(ctx, ids, "namespaces: ["+placeNS+"]"); err != nil {
+		return 0, err
+	}
+	if err := b.env.waitShardsReady(ctx, ids, 10*time.Minute); err != nil {
+		return 0, err
+	}
+	if err := b.env.settle(ctx, 10*time.Minute); err != nil {
+		b.notef("placement: %d shards did not settle: %v", len(ids), err)
+	}
+	if _, err := b.quietReconciles(ctx, d, 3*time.Second, 2*time.Minute); err != nil {
+		return 0, err
+	}
+	return base, nil
+}
+
 // placementDaemon creates the objects in placeNS and times the daemon's
 // labelling of them; then waits until placement has moved nothing for
 // pr.Quiet and reads the daemon's requests over the whole window from the
 // audit log.
 func (b *bench) placementDaemon(ctx context.Context, d *daemon, ids []string, r int, run *placementRun) error {
 	pr := b.res.Placement
-	m0, err := scrape(d.metrics)
+	m0, err := scrape(ctx, d.metrics)
 	if err != nil {
 		return err
 	}
-	t0, created, labelled, loads, err := b.placeObjects(ctx, placeNS, fmt.Sprintf("r%d", r), nil)
+	p, err := b.placeObjects(ctx, placeNS, fmt.Sprintf("r%d", r), nil)
 	if err != nil {
 		return err
 	}
-	run.Created, run.Labelled, run.Loads = created.Sub(t0), labelled.Sub(t0), loads
+	t0, loads := p.t0, p.loads
+	run.Created, run.Labelled, run.Loads = p.created.Sub(t0), p.labelled.Sub(t0), loads
 	run.CreateRate = float64(pr.Objects) / run.Created.Seconds()
-	m1, err := b.quietMoves(d, pr.Quiet, 5*time.Minute)
+	m1, err := b.quietMoves(ctx, d, pr.Quiet, 5*time.Minute)
 	if err != nil {
 		return err
 	}
@@ -293,55 +303,13 @@ func (b *bench) placementReference(ctx context.Context, ids []string, r int, run
 	}
 	defer w.stop()
 	todo := make(chan mevent, pr.Objects+1024)
-	go func() {
-		defer close(todo)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev := <-w.events:
-				if ev.err != nil {
-					cancel(ev.err)
-					return
-				}
-				if ev.typ == watch.Added && !ev.labelled {
-					todo <- ev
-				}
-			}
-		}
-	}()
-	var next, patches, conflicts atomic.Int64
+	go unlabelledAdds(ctx, w, todo, cancel)
+	l := &refLabeller{md: md, ids: ids}
 	var wg sync.WaitGroup
 	for range refWriters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ev := range todo {
-				shard := ids[int(next.Add(1)-1)%len(ids)]
-				body, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-					"resourceVersion": ev.rv,
-					"labels":          map[string]string{ev.label: shard},
-					"annotations": map[string]string{
-						mapped.AssignedShardAnnotation: shard,
-						mapped.AssignedAtAnnotation:    time.Now().UTC().Format(time.RFC3339),
-					},
-				}})
-				_, err := md.Resource(ev.gvr).Namespace(placeRefNS).Patch(ctx, ev.name, types.MergePatchType, body, metav1.PatchOptions{})
-				patches.Add(1)
-				switch {
-				case err == nil:
-				case apierrors.IsConflict(err):
-					conflicts.Add(1)
-				case ctx.Err() != nil:
-					return
-				default:
-					cancel(fmt.Errorf("patching %s %s/%s: %w", ev.gvr.Resource, placeRefNS, ev.name, err))
-					return
-				}
-			}
-		}()
+		wg.Go(func() { l.label(ctx, todo, cancel) })
 	}
-	t0, created, labelled, loads, err := b.placeObjects(ctx, placeRefNS, fmt.Sprintf("r%d", r), cancel)
+	p, err := b.placeObjects(ctx, placeRefNS, fmt.Sprintf("r%d", r), cancel)
 	cancel(nil)
 	wg.Wait()
 	if err != nil {
@@ -350,12 +318,80 @@ func (b *bench) placementReference(ctx context.Context, ids []string, r int, run
 		}
 		return err
 	}
-	run.RefCreated, run.RefLabelled, run.RefLoads = created.Sub(t0), labelled.Sub(t0), loads
+	run.RefCreated, run.RefLabelled, run.RefLoads = p.created.Sub(p.t0), p.labelled.Sub(p.t0), p.loads
 	run.RefCreateRate = float64(pr.Objects) / run.RefCreated.Seconds()
-	run.RefPatches, run.RefConflict = int(patches.Load()), int(conflicts.Load())
+	run.RefPatches, run.RefConflict = int(l.patches.Load()), int(l.conflicts.Load())
 	b.logf("placement run %d: reference labelled %d objects in %s (created in %s, %.0f/s); %d patches, %d conflicts; balance %.3f",
-		r+1, pr.Objects, run.RefLabelled.Round(time.Millisecond), run.RefCreated.Round(time.Millisecond), run.RefCreateRate, run.RefPatches, run.RefConflict, balance(loads, ids))
+		r+1, pr.Objects, run.RefLabelled.Round(time.Millisecond), run.RefCreated.Round(time.Millisecond), run.RefCreateRate, run.RefPatches, run.RefConflict, balance(p.loads, ids))
 	return nil
+}
+
+// unlabelledAdds hands the reference's writers, through todo, every object
+// that w sees arrive without a shard label, until ctx ends; it closes todo
+// then. A failed watch cancels ctx with its error.
+func unlabelledAdds(ctx context.Context, w *mwatch, todo chan<- mevent, cancel context.CancelCauseFunc) {
+	defer close(todo)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-w.events:
+			if ev.err != nil {
+				cancel(ev.err)
+				return
+			}
+			if ev.typ == watch.Added && !ev.labelled {
+				todo <- ev
+			}
+		}
+	}
+}
+
+// refLabeller is the reference's labelling, shared by its writers: the
+// shards it deals out in turn and the patches it has sent.
+type refLabeller struct {
+	md  metadata.Interface
+	ids []string
+	// next is the turn of the next object; patches and conflicts count
+	// the patches sent and those refused for a stale resourceVersion.
+	next, patches, conflicts atomic.Int64
+}
+
+// label patches each object of todo with the next shard in turn, until
+// todo closes or ctx ends; a patch that fails for any reason but a
+// conflict cancels ctx with its error.
+func (l *refLabeller) label(ctx context.Context, todo <-chan mevent, cancel context.CancelCauseFunc) {
+	for ev := range todo {
+		shard := l.ids[int(l.next.Add(1)-1)%len(l.ids)]
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": ev.rv,
+			"labels":          map[string]string{ev.label: shard},
+			"annotations": map[string]string{
+				mapped.AssignedShardAnnotation: shard,
+				mapped.AssignedAtAnnotation:    time.Now().UTC().Format(time.RFC3339),
+			},
+		}})
+		_, err := l.md.Resource(ev.gvr).Namespace(placeRefNS).Patch(ctx, ev.name, types.MergePatchType, body, metav1.PatchOptions{})
+		l.patches.Add(1)
+		switch {
+		case err == nil:
+		case apierrors.IsConflict(err):
+			l.conflicts.Add(1)
+		case ctx.Err() != nil:
+			return
+		default:
+			cancel(fmt.Errorf("patching %s %s/%s: %w", ev.gvr.Resource, placeRefNS, ev.name, err))
+			return
+		}
+	}
+}
+
+// placed is what placeObjects timed: the first create, the last create's
+// response and the watch event that brought the last shard label; and the
+// objects per shard label.
+type placed struct {
+	t0, created, labelled time.Time
+	loads                 map[string]int
 }
 
 // placeObjects starts a watch on the mapped kinds of ns, creates
@@ -365,17 +401,17 @@ func (b *bench) placementReference(ctx context.Context, ids []string, r int, run
 // returns the time of the first create, of the last create's response and
 // of the watch event that brought the last label, with the label each
 // object ended with. abort, if not nil, is called when the creates fail.
-func (b *bench) placeObjects(ctx context.Context, ns, prefix string, abort context.CancelCauseFunc) (t0, created, labelled time.Time, loads map[string]int, err error) {
+func (b *bench) placeObjects(ctx context.Context, ns, prefix string, abort context.CancelCauseFunc) (placed, error) {
 	n := b.placementObjects
 	wcfg := b.env.config(1000, 2000)
 	wcfg.Timeout = 0
 	md, err := metadata.NewForConfig(wcfg)
 	if err != nil {
-		return
+		return placed{}, err
 	}
 	w, err := watchMapped(ctx, md, ns, 4*n+1024)
 	if err != nil {
-		return
+		return placed{}, err
 	}
 	defer w.stop()
 	want := map[string]bool{}
@@ -385,10 +421,11 @@ func (b *bench) placeObjects(ctx context.Context, ns, prefix string, abort conte
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan error, 1)
-	t0 = time.Now()
+	var p placed
+	p.t0 = time.Now()
 	go func() {
 		err := b.createUnlabelled(ctx, ns, prefix, n)
-		created = time.Now()
+		p.created = time.Now()
 		if err != nil {
 			cancel(err)
 			if abort != nil {
@@ -407,13 +444,13 @@ func (b *bench) placeObjects(ctx context.Context, ns, prefix string, abort conte
 	}
 	b.env.rewatches += w.rewatches.Load()
 	if err != nil {
-		return
+		return placed{}, err
 	}
-	loads = map[string]int{}
+	p.labelled, p.loads = labelled, map[string]int{}
 	for _, shard := range labels {
-		loads[shard]++
+		p.loads[shard]++
 	}
-	return t0, created, labelled, loads, nil
+	return p, nil
 }
 
 // createUnlabelled creates n objects prefix-000000, ... in ns, alternately
@@ -461,7 +498,7 @@ func (b *bench) clearPlacement(ctx context.Context, d *daemon, ns string, base f
 		if d == nil {
 			return nil
 		}
-		m, err := scrape(d.metrics)
+		m, err := scrape(ctx, d.metrics)
 		if err != nil {
 			return err
 		}
@@ -476,7 +513,7 @@ func (b *bench) clearPlacement(ctx context.Context, d *daemon, ns string, base f
 	if d == nil {
 		return nil
 	}
-	_, err = b.quietReconciles(d, 3*time.Second, 2*time.Minute)
+	_, err = b.quietReconciles(ctx, d, 3*time.Second, 2*time.Minute)
 	return err
 }
 
@@ -560,8 +597,8 @@ func (e *env) waitShardsReady(ctx context.Context, ids []string, timeout time.Du
 
 // quietMoves waits until shardkeeper_placement_moves_total has not changed
 // for quiet, and returns the metrics then.
-func (b *bench) quietMoves(d *daemon, quiet, timeout time.Duration) (samples, error) {
-	return b.quietMetric(d, "shardkeeper_placement_moves_total", "moving objects", quiet, timeout)
+func (b *bench) quietMoves(ctx context.Context, d *daemon, quiet, timeout time.Duration) (samples, error) {
+	return b.quietMetric(ctx, d, "shardkeeper_placement_moves_total", "moving objects", quiet, timeout)
 }
 
 func isMappedKind(resource string) bool {

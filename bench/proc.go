@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,24 +38,27 @@ type proc struct {
 	lines []string
 }
 
+// startProc starts bin with args and logs its stderr and stdout to
+// logPath; its stdout lines are kept for waitLine and gcCount too.
 func startProc(name, logPath string, bin string, args ...string) (*proc, error) {
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	p := &proc{name: name, log: logPath, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
+	// The process's lifetime is not a context's: stop ends it with SIGTERM
+	// and a grace period, so that a daemon shuts down as it would in a
+	// cluster, and Pdeathsig ends it with the benchmark.
+	p.cmd = exec.Command(bin, args...) //nolint:noctx // ended by stop, with a grace period, not by a context
 	p.cmd.Stderr = f
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
-		f.Close()
-		return nil, err
+		return nil, errors.Join(err, f.Close())
 	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return nil, errors.Join(fmt.Errorf("starting %s: %w", name, err), f.Close())
 	}
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -66,7 +71,7 @@ func startProc(name, logPath string, bin string, args ...string) (*proc, error) 
 			p.mu.Unlock()
 		}
 		_ = p.cmd.Wait()
-		f.Close()
+		_ = f.Close() // the process has ended: nothing is left to log
 		close(p.done)
 	}()
 	return p, nil
@@ -84,23 +89,21 @@ func (p *proc) stop() {
 	cluster.Terminate(p.cmd.Process, p.done, 15*time.Second)
 }
 
-// waitLine waits for a stdout line starting with prefix and returns it.
-func (p *proc) waitLine(prefix string, timeout time.Duration) (string, error) {
+// waitLine waits for a stdout line starting with prefix.
+func (p *proc) waitLine(prefix string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		p.mu.Lock()
-		for _, l := range p.lines {
-			if strings.HasPrefix(l, prefix) {
-				p.mu.Unlock()
-				return l, nil
-			}
-		}
+		found := slices.ContainsFunc(p.lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
 		p.mu.Unlock()
+		if found {
+			return nil
+		}
 		if p.exited() {
-			return "", fmt.Errorf("%s exited; see %s", p.name, p.log)
+			return fmt.Errorf("%s exited; see %s", p.name, p.log)
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("%s: no line %q after %s", p.name, prefix, timeout)
+			return fmt.Errorf("%s: no line %q after %s", p.name, prefix, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -110,8 +113,8 @@ func (p *proc) waitLine(prefix string, timeout time.Duration) (string, error) {
 func (p *proc) gcCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i := len(p.lines) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(p.lines[i], "gc "); ok {
+	for _, l := range slices.Backward(p.lines) {
+		if v, ok := strings.CutPrefix(l, "gc "); ok {
 			n, _ := strconv.Atoi(v)
 			return n
 		}
@@ -130,7 +133,7 @@ func readMemory(pid int) (memory, error) {
 		return memory{}, err
 	}
 	var m memory
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
@@ -161,12 +164,12 @@ type daemon struct {
 
 var daemonSeq int
 
-func (e *env) startDaemon(bin string, extra []string) (*daemon, error) {
-	pp, err := freePort()
+func (e *env) startDaemon(ctx context.Context, bin string, extra []string) (*daemon, error) {
+	pp, err := freePort(ctx)
 	if err != nil {
 		return nil, err
 	}
-	mp, err := freePort()
+	mp, err := freePort(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -190,8 +193,8 @@ const idealCM = "ideal"
 
 // startIdeal starts the ideal controller (bench/ideal) on the sources, with
 // its ConfigMap created empty, and waits until its watch runs.
-func (e *env) startIdeal(bin string) (*proc, error) {
-	_, err := e.kube.CoreV1().ConfigMaps(fleetNS).Create(context.Background(), &corev1.ConfigMap{
+func (e *env) startIdeal(ctx context.Context, bin string) (*proc, error) {
+	_, err := e.kube.CoreV1().ConfigMaps(fleetNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: idealCM}, Data: map[string]string{"shards": "[]"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
@@ -204,7 +207,7 @@ func (e *env) startIdeal(bin string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := p.waitLine("watching", time.Minute); err != nil {
+	if err := p.waitLine("watching", time.Minute); err != nil {
 		p.stop()
 		return nil, err
 	}
@@ -219,7 +222,7 @@ func cpuTime(pid int) (time.Duration, error) {
 	}
 	// The fields after the command, which is in parentheses and may hold
 	// spaces: utime and stime are the 14th and 15th of the line.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	if len(f) < 13 {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
 	}
@@ -271,19 +274,14 @@ func waitStableRSS(pid int, timeout time.Duration) (memory, error) {
 var localHTTP = &http.Client{Timeout: 10 * time.Second}
 
 // waitReady polls /readyz every 10 ms and returns when it first answers 200.
-func (d *daemon) waitReady(timeout time.Duration) (time.Time, error) {
+func (d *daemon) waitReady(ctx context.Context, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := localHTTP.Get(d.probe + "/readyz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Now(), nil
-			}
+		if getOK(ctx, d.probe+"/readyz") {
+			return time.Now(), nil
 		}
-		if d.exited() {
-			return time.Time{}, fmt.Errorf("shardkeeper exited; see %s", d.log)
+		if err := d.interrupted(ctx); err != nil {
+			return time.Time{}, err
 		}
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("shardkeeper not ready after %s; see %s", timeout, d.log)
@@ -292,25 +290,48 @@ func (d *daemon) waitReady(timeout time.Duration) (time.Time, error) {
 	}
 }
 
+// interrupted returns why a wait for the daemon cannot go on: it exited,
+// or ctx ended.
+func (d *daemon) interrupted(ctx context.Context) error {
+	if d.exited() {
+		return fmt.Errorf("shardkeeper exited; see %s", d.log)
+	}
+	return ctx.Err()
+}
+
+// getOK reports whether a GET of url answers 200.
+func getOK(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := localHTTP.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close() // the body is read: a failed close loses nothing
+	return resp.StatusCode == http.StatusOK
+}
+
 // waitCounted polls /metrics every 50 ms until the daemon reports shards
 // (it does so only once every mapped kind's cache has synced) and counts
 // objects mapped objects in all.
-func (d *daemon) waitCounted(objects int, timeout time.Duration) (time.Time, error) {
+func (d *daemon) waitCounted(ctx context.Context, objects int, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		m, err := scrape(d.metrics)
+		m, err := scrape(ctx, d.metrics)
 		if err == nil && m.has("shardkeeper_shards") && int(m.sum("shardkeeper_mapped_objects", nil)) == objects {
 			return time.Now(), nil
 		}
-		if d.exited() {
-			return time.Time{}, fmt.Errorf("shardkeeper exited; see %s", d.log)
+		if err := d.interrupted(ctx); err != nil {
+			return time.Time{}, err
 		}
 		if time.Now().After(deadline) {
-			got := -1.0
-			if err == nil {
-				got = m.sum("shardkeeper_mapped_objects", nil)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("shardkeeper: no count of the %d mapped objects after %s: %w; see %s", objects, timeout, err, d.log)
 			}
-			return time.Time{}, fmt.Errorf("shardkeeper counted %v of %d mapped objects after %s (%v); see %s", got, objects, timeout, err, d.log)
+			return time.Time{}, fmt.Errorf("shardkeeper counted %v of %d mapped objects after %s; see %s", m.sum("shardkeeper_mapped_objects", nil), objects, timeout, d.log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -325,12 +346,15 @@ type sample struct {
 
 type samples []sample
 
-func scrape(url string) (samples, error) {
-	return scrapeWith(localHTTP, url, "")
+// scrape reads the metrics the daemon serves at url.
+func scrape(ctx context.Context, url string) (samples, error) {
+	return scrapeWith(ctx, localHTTP, url, "")
 }
 
-func scrapeWith(c *http.Client, url, token string) (samples, error) {
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+// scrapeWith reads the metrics at url with the client c and, if not
+// empty, the bearer token.
+func scrapeWith(ctx context.Context, c *http.Client, url, token string) (samples, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +384,7 @@ func parseMetrics(r io.Reader) (samples, error) {
 			continue
 		}
 		s := sample{labels: map[string]string{}}
-		rest := line
+		var rest string
 		if i := strings.IndexByte(line, '{'); i >= 0 {
 			j := strings.LastIndexByte(line, '}')
 			if j < i {
@@ -396,7 +420,7 @@ func splitLabels(s string) []string {
 	var out []string
 	inQuote := false
 	start := 0
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		switch s[i] {
 		case '"':
 			inQuote = !inQuote
@@ -476,7 +500,7 @@ func (e *env) settle(ctx context.Context, timeout time.Duration) error {
 			if err != nil {
 				return err
 			}
-			if int32(len(pods.Items)) != want {
+			if len(pods.Items) != int(want) {
 				return fmt.Errorf("%s: %d Pods, want %d", ns, len(pods.Items), want)
 			}
 			for _, p := range pods.Items {

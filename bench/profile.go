@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,7 +45,7 @@ func (b *bench) profileBursts(ctx context.Context, d *daemon, ids []string) erro
 					return err
 				}
 			}
-			top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", prof.Path).CombinedOutput()
+			top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", prof.Path).CombinedOutput() //nolint:gosec // the profile the benchmark has just written to its work directory
 			if err != nil {
 				return fmt.Errorf("go tool pprof: %w: %s", err, top)
 			}
@@ -88,8 +89,7 @@ func (d *daemon) cpuProfile(ctx context.Context, seconds int, path string) error
 		return err
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return fmt.Errorf("CPU profile: %w", err)
+		return errors.Join(fmt.Errorf("CPU profile: %w", err), f.Close())
 	}
 	return f.Close()
 }

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -84,7 +85,7 @@ func writeData(r *results, path string) error {
 	if err != nil {
 		return fmt.Errorf("encoding the results: %w", err)
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	return os.WriteFile(path, append(data, '\n'), 0o644) //nolint:gosec // results to publish, as readable as the tree they are committed to
 }
 
 // writeReport writes the report rendered from r to path.
@@ -93,7 +94,7 @@ func writeReport(r *results, path string) error {
 	if err := render(&md, "report", r); err != nil {
 		return err
 	}
-	return os.WriteFile(path, []byte(md.String()), 0o644)
+	return os.WriteFile(path, []byte(md.String()), 0o644) //nolint:gosec // results to publish, as readable as the tree they are committed to
 }
 
 // readResults reads what writeData wrote to path.
@@ -218,7 +219,7 @@ func thousands(n int64) string {
 		return "-" + thousands(-n)
 	}
 	if n < 1000 {
-		return fmt.Sprint(n)
+		return strconv.FormatInt(n, 10)
 	}
 	return fmt.Sprintf("%s,%03d", thousands(n/1000), n%1000)
 }

@@ -23,7 +23,9 @@ const (
 // handMade is a small run made by hand: every part measured, at 20 shards
 // and at 0 and 1,000 objects, with a few runs each.
 func handMade() *results {
-	rw := func(n, events int) runWrites {
+	// Every run changes 20 shards of 4 sources: 80 Deployments.
+	const n = 80
+	rw := func(events int) runWrites {
 		all := calls{{"create", "deployments"}: n, {"delete", "deployments"}: n}
 		if events > 0 {
 			all[callKey{"patch", "events"}] = events
@@ -44,8 +46,8 @@ func handMade() *results {
 			IdealDown:    []step{{120 * ms, 20 * ms}, {125 * ms, 20 * ms}, {130 * ms, 30 * ms}},
 			DaemonUp:     []step{{240 * ms, 50 * ms}, {250 * ms, 60 * ms}, {270 * ms, 50 * ms}},
 			DaemonDown:   []step{{120 * ms, 40 * ms}, {118 * ms, 30 * ms}, {125 * ms, 40 * ms}},
-			DaemonWrites: writeRuns{rw(80, 40), rw(80, 40), rw(80, 38)},
-			IdealWrites:  writeRuns{rw(80, 0), rw(80, 0), rw(80, 0)},
+			DaemonWrites: writeRuns{rw(40), rw(40), rw(38)},
+			IdealWrites:  writeRuns{rw(0), rw(0), rw(0)},
 		}},
 		Placement: &placementResult{Objects: 1000, Shards: 4, QPS: 50, Burst: 300, Quiet: 10 * sec, Runs: []*placementRun{{
 			Created: 3 * sec, Labelled: 15 * sec, CreateRate: 333, Loads: map[string]int{"p00": 250, "p01": 250, "p02": 250, "p03": 250},

@@ -76,9 +76,7 @@ func (b *bench) inParallel(ctx context.Context, from, to int, do func(i int) err
 	var firstErr error
 	var errOnce sync.Once
 	for range b.writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= to || ctx.Err() != nil {
@@ -89,7 +87,7 @@ func (b *bench) inParallel(ctx context.Context, from, to int, do func(i int) err
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if firstErr == nil && ctx.Err() != nil {
@@ -157,36 +155,11 @@ type level struct {
 // latency; at the largest count it also watches an idle window.
 func (b *bench) runScale(ctx context.Context) error {
 	base := shardIDs(b.scaleShards)
-	{
-		d, err := b.env.startDaemon(b.daemonBin, b.daemonArgs)
-		if err != nil {
-			return err
-		}
-		if _, err := d.waitReady(2 * time.Minute); err != nil {
-			d.stop()
-			return err
-		}
-		if err := b.env.setShards(ctx, cmName, base); err != nil {
-			d.stop()
-			return err
-		}
-		if err := poll(ctx, 10*time.Minute, "shard Deployments created", func() error {
-			m, err := scrape(d.metrics)
-			if err != nil {
-				return err
-			}
-			if n := m.sum("shardkeeper_shards", map[string]string{"state": "Active"}); int(n) != b.scaleShards {
-				return fmt.Errorf("%v shards active", n)
-			}
-			return nil
-		}); err != nil {
-			d.stop()
-			return err
-		}
-		d.stop()
-		if err := b.env.settle(ctx, 15*time.Minute); err != nil {
-			b.notef("scale: %d shards did not settle: %v", b.scaleShards, err)
-		}
+	if err := b.createShards(ctx, base); err != nil {
+		return err
+	}
+	if err := b.env.settle(ctx, 15*time.Minute); err != nil {
+		b.notef("scale: %d shards did not settle: %v", b.scaleShards, err)
 	}
 
 	levels := append([]int{0}, b.objects...)
@@ -206,125 +179,186 @@ func (b *bench) runScale(ctx context.Context) error {
 		time.Sleep(5 * time.Second) // the API server's own follow-up (watch caches, GC graph)
 
 		steady := n == 0 || n == top
-		var kept *daemon
-		var keptCounted time.Time
-		var keptGC float64
-		for r := range b.runs {
-			d, err := b.env.startDaemon(b.daemonBin, b.daemonArgs)
-			if err != nil {
-				return err
-			}
-			ready, err := d.waitReady(5 * time.Minute)
-			if err != nil {
-				d.stop()
-				return err
-			}
-			counted, err := d.waitCounted(n, 10*time.Minute)
-			if err != nil {
-				d.stop()
-				return err
-			}
-			lv.Ready = append(lv.Ready, ready.Sub(d.started))
-			lv.Counted = append(lv.Counted, counted.Sub(d.started))
-			mem, err := b.settledMemory(d.proc)
-			if err != nil {
-				return err
-			}
-			lv.Mem = append(lv.Mem, mem)
-			m, err := scrape(d.metrics)
-			if err != nil {
-				d.stop()
-				return err
-			}
-			lv.Heap = append(lv.Heap, m.sum("go_memstats_heap_inuse_bytes", nil))
-			if r == 0 {
-				if c, err := readAuditQ(b.env.auditLog, DaemonUser, d.started, counted, true); err == nil {
-					lv.StartCalls = c
-				}
-			}
-			b.logf("objects %d run %d: ready %s, counted %s, RSS %s (peak %s)", n, r+1,
-				lv.Ready[r].Round(time.Millisecond), lv.Counted[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
-			if r < b.runs-1 {
-				d.stop()
-			} else {
-				kept, keptCounted, keptGC = d, counted, m.sum("go_gc_duration_seconds_count", nil)
-			}
-		}
-
-		if err := b.decision(ctx, kept, base, lv); err != nil {
-			kept.stop()
+		if err := b.daemonLevel(ctx, base, lv, steady, n == top && b.idle > 0); err != nil {
 			return err
 		}
-		if n == top && b.idle > 0 {
-			if err := b.idleWindow(ctx, kept); err != nil {
-				kept.stop()
-				return err
-			}
+		if err := b.referenceLevel(ctx, lv, steady); err != nil {
+			return err
 		}
-		if steady {
-			if err := b.steadyDaemon(kept, keptCounted, keptGC, lv); err != nil {
-				kept.stop()
-				return err
-			}
-		}
-		kept.stop()
+	}
+	return nil
+}
 
-		for r := range b.runs {
-			p, err := startProc("ref", fmt.Sprintf("%s/ref-%d-%d.log", b.env.workDir, n, r), b.refBin, "--kubeconfig", b.env.adminKubeconfig)
-			if err != nil {
-				return err
-			}
-			if _, err := p.waitLine("synced", 15*time.Minute); err != nil {
+// createShards starts a daemon, gives it the shards ids, and stops it once
+// it reports every one of them Active.
+func (b *bench) createShards(ctx context.Context, ids []string) error {
+	d, err := b.env.startDaemon(ctx, b.daemonBin, b.daemonArgs)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	if _, err := d.waitReady(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	if err := b.env.setShards(ctx, cmName, ids); err != nil {
+		return err
+	}
+	return poll(ctx, 10*time.Minute, "shard Deployments created", func() error {
+		m, err := scrape(ctx, d.metrics)
+		if err != nil {
+			return err
+		}
+		if n := m.sum("shardkeeper_shards", map[string]string{"state": "Active"}); int(n) != len(ids) {
+			return fmt.Errorf("%v shards active", n)
+		}
+		return nil
+	})
+}
+
+// daemonLevel measures the daemon at lv's object count: start-up and memory
+// over b.runs processes, then, on the last one, the decision latency, the
+// idle window if idle, and the steady memory if steady.
+func (b *bench) daemonLevel(ctx context.Context, base []string, lv *level, steady, idle bool) error {
+	var kept *daemon
+	var keptCounted time.Time
+	var keptGC float64
+	for r := range b.runs {
+		d, counted, m, err := b.daemonRun(ctx, lv, r)
+		if err != nil {
+			return err
+		}
+		if r < b.runs-1 {
+			d.stop()
+		} else {
+			kept, keptCounted, keptGC = d, counted, m.sum("go_gc_duration_seconds_count", nil)
+		}
+	}
+	defer kept.stop()
+	if err := b.decision(ctx, kept, base, lv); err != nil {
+		return err
+	}
+	if idle {
+		if err := b.idleWindow(ctx, kept); err != nil {
+			return err
+		}
+	}
+	if steady {
+		return b.steadyDaemon(ctx, kept, keptCounted, keptGC, lv)
+	}
+	return nil
+}
+
+// daemonRun is the r-th run of the daemon at lv's object count: it starts
+// one, records its start-up and memory in lv, and returns it still running,
+// with when it counted every object and its metrics then.
+func (b *bench) daemonRun(ctx context.Context, lv *level, r int) (*daemon, time.Time, samples, error) {
+	d, err := b.env.startDaemon(ctx, b.daemonBin, b.daemonArgs)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	ready, err := d.waitReady(ctx, 5*time.Minute)
+	if err != nil {
+		d.stop()
+		return nil, time.Time{}, nil, err
+	}
+	counted, err := d.waitCounted(ctx, lv.Objects, 10*time.Minute)
+	if err != nil {
+		d.stop()
+		return nil, time.Time{}, nil, err
+	}
+	lv.Ready = append(lv.Ready, ready.Sub(d.started))
+	lv.Counted = append(lv.Counted, counted.Sub(d.started))
+	mem, err := b.settledMemory(d.proc)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	lv.Mem = append(lv.Mem, mem)
+	m, err := scrape(ctx, d.metrics)
+	if err != nil {
+		d.stop()
+		return nil, time.Time{}, nil, err
+	}
+	lv.Heap = append(lv.Heap, m.sum("go_memstats_heap_inuse_bytes", nil))
+	if r == 0 {
+		if c, err := readAuditQ(b.env.auditLog, DaemonUser, d.started, counted, true); err == nil {
+			lv.StartCalls = c
+		}
+	}
+	b.logf("objects %d run %d: ready %s, counted %s, RSS %s (peak %s)", lv.Objects, r+1,
+		lv.Ready[r].Round(time.Millisecond), lv.Counted[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
+	return d, counted, m, nil
+}
+
+// referenceLevel measures the reference at lv's object count: start-up and
+// memory over b.runs processes, and the steady memory of the last one if
+// steady.
+func (b *bench) referenceLevel(ctx context.Context, lv *level, steady bool) error {
+	n := lv.Objects
+	for r := range b.runs {
+		p, err := startProc("ref", fmt.Sprintf("%s/ref-%d-%d.log", b.env.workDir, n, r), b.refBin, "--kubeconfig", b.env.adminKubeconfig)
+		if err != nil {
+			return err
+		}
+		if err := p.waitLine("synced", 15*time.Minute); err != nil {
+			p.stop()
+			return err
+		}
+		lv.RefSynced = append(lv.RefSynced, time.Since(p.started))
+		synced := time.Now()
+		mem, err := b.settledMemory(p)
+		if err != nil {
+			return err
+		}
+		lv.RefMem = append(lv.RefMem, mem)
+		if steady && r == b.runs-1 {
+			if err := b.steadyReference(ctx, p, synced, lv); err != nil {
 				p.stop()
 				return err
 			}
-			lv.RefSynced = append(lv.RefSynced, time.Since(p.started))
-			synced := time.Now()
-			mem, err := b.settledMemory(p)
-			if err != nil {
-				return err
-			}
-			lv.RefMem = append(lv.RefMem, mem)
-			if steady && r == b.runs-1 {
-				// A Go process that has never collected (its heap never
-				// passed the first goal) is not forced to; it has nothing
-				// to give back either.
-				gc0 := p.gcCount()
-				if err := poll(ctx, 4*time.Minute, "a garbage collection in the reference", func() error {
-					if gc0 == 0 {
-						return nil
-					}
-					if p.gcCount() <= gc0 {
-						return fmt.Errorf("%d collections", p.gcCount())
-					}
-					return nil
-				}); err != nil {
-					b.notef("objects %d: %v", n, err)
-				}
-				lv.RefSteady, err = waitStableRSS(p.pid(), time.Minute)
-				lv.RefSteadyAfter = time.Since(synced)
-				if err != nil {
-					p.stop()
-					return err
-				}
-				b.logf("objects %d: reference steady RSS %s, %s after synced", n, mib(lv.RefSteady.RSS), lv.RefSteadyAfter.Round(time.Second))
-			}
-			p.stop()
-			b.logf("objects %d run %d: reference synced %s, RSS %s (peak %s)", n, r+1, lv.RefSynced[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
 		}
+		p.stop()
+		b.logf("objects %d run %d: reference synced %s, RSS %s (peak %s)", n, r+1, lv.RefSynced[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
 	}
+	return nil
+}
+
+// steadyReference waits until the reference p has completed a garbage
+// collection since now and its RSS has stopped moving, and records its
+// memory then, and how long after it synced.
+func (b *bench) steadyReference(ctx context.Context, p *proc, synced time.Time, lv *level) error {
+	// A Go process that has never collected (its heap never passed the
+	// first goal) is not forced to; it has nothing to give back either.
+	gc0 := p.gcCount()
+	if err := poll(ctx, 4*time.Minute, "a garbage collection in the reference", func() error {
+		if gc0 == 0 {
+			return nil
+		}
+		if p.gcCount() <= gc0 {
+			return fmt.Errorf("%d collections", p.gcCount())
+		}
+		return nil
+	}); err != nil {
+		b.notef("objects %d: %v", lv.Objects, err)
+	}
+	var err error
+	lv.RefSteady, err = waitStableRSS(p.pid(), time.Minute)
+	lv.RefSteadyAfter = time.Since(synced)
+	if err != nil {
+		return err
+	}
+	b.logf("objects %d: reference steady RSS %s, %s after synced", lv.Objects, mib(lv.RefSteady.RSS), lv.RefSteadyAfter.Round(time.Second))
 	return nil
 }
 
 // steadyDaemon waits until the daemon has completed a garbage collection
 // since gc0 (an idle Go process collects at least every two minutes) and
 // its RSS has stopped moving, and records its memory then.
-func (b *bench) steadyDaemon(d *daemon, counted time.Time, gc0 float64, lv *level) error {
-	if err := poll(context.Background(), 4*time.Minute, "a garbage collection in shardkeeper", func() error {
+func (b *bench) steadyDaemon(ctx context.Context, d *daemon, counted time.Time, gc0 float64, lv *level) error {
+	if err := poll(ctx, 4*time.Minute, "a garbage collection in shardkeeper", func() error {
 		if gc0 == 0 {
 			return nil
 		}
-		m, err := scrape(d.metrics)
+		m, err := scrape(ctx, d.metrics)
 		if err != nil {
 			return err
 		}
@@ -340,7 +374,7 @@ func (b *bench) steadyDaemon(d *daemon, counted time.Time, gc0 float64, lv *leve
 		return err
 	}
 	lv.MemSteady, lv.SteadyAfter = mem, time.Since(counted)
-	if m, err := scrape(d.metrics); err == nil {
+	if m, err := scrape(ctx, d.metrics); err == nil {
 		lv.HeapSteady = m.sum("go_memstats_heap_inuse_bytes", nil)
 	}
 	b.logf("objects %d: shardkeeper steady RSS %s, %s after counted", lv.Objects, mib(mem.RSS), lv.SteadyAfter.Round(time.Second))
@@ -352,7 +386,7 @@ func (b *bench) steadyDaemon(d *daemon, counted time.Time, gc0 float64, lv *leve
 // over that window from the histogram; then removes the shard the same way.
 func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *level) error {
 	window := func(from, to []string) (time.Duration, int, error) {
-		before, err := scrape(d.metrics)
+		before, err := scrape(ctx, d.metrics)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -362,7 +396,7 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 		if err := b.env.settle(ctx, 5*time.Minute); err != nil {
 			b.notef("decision latency at %d objects: %v", lv.Objects, err)
 		}
-		after, err := b.quietReconciles(d, 3*time.Second, time.Minute)
+		after, err := b.quietReconciles(ctx, d, 3*time.Second, time.Minute)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -392,22 +426,22 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 
 // quietReconciles waits until the reconcile count has not changed for
 // quiet, and returns the metrics then.
-func (b *bench) quietReconciles(d *daemon, quiet, timeout time.Duration) (samples, error) {
-	return b.quietMetric(d, "shardkeeper_reconcile_duration_seconds_count", "reconciling", quiet, timeout)
+func (b *bench) quietReconciles(ctx context.Context, d *daemon, quiet, timeout time.Duration) (samples, error) {
+	return b.quietMetric(ctx, d, "shardkeeper_reconcile_duration_seconds_count", "reconciling", quiet, timeout)
 }
 
 // quietMetric waits until the daemon's metric has not changed for quiet,
 // and returns the metrics then; doing names what the daemon kept doing.
-func (b *bench) quietMetric(d *daemon, metric, doing string, quiet, timeout time.Duration) (samples, error) {
+func (b *bench) quietMetric(ctx context.Context, d *daemon, metric, doing string, quiet, timeout time.Duration) (samples, error) {
 	deadline := time.Now().Add(timeout)
-	last, err := scrape(d.metrics)
+	last, err := scrape(ctx, d.metrics)
 	if err != nil {
 		return nil, err
 	}
 	since := time.Now()
 	for time.Now().Before(deadline) {
 		time.Sleep(250 * time.Millisecond)
-		m, err := scrape(d.metrics)
+		m, err := scrape(ctx, d.metrics)
 		if err != nil {
 			return nil, err
 		}
@@ -439,22 +473,27 @@ type idle struct {
 var daemonResources = map[string]bool{"deployments": true, "configmaps": true, "events": true,
 	"gitrepos": true, "helmops": true, "helmreleases": true, "customresourcedefinitions": true}
 
+// idleWindow waits until the namespaces have settled and the daemon d has
+// stopped reconciling, and then counts, over b.idle in which the benchmark
+// sends the API server nothing, the daemon's requests (the audit log), its
+// writes and reconciles (its metrics) and every client's requests (the API
+// server's metrics).
 func (b *bench) idleWindow(ctx context.Context, d *daemon) error {
 	if err := b.env.settle(ctx, 5*time.Minute); err != nil {
 		b.notef("idle window: %v", err)
 	}
-	if _, err := b.quietReconciles(d, 10*time.Second, 2*time.Minute); err != nil {
+	if _, err := b.quietReconciles(ctx, d, 10*time.Second, 2*time.Minute); err != nil {
 		return err
 	}
 	apiClient, err := rest.HTTPClientFor(b.env.cfg)
 	if err != nil {
 		return err
 	}
-	api0, err := scrapeWith(apiClient, b.env.host+"/metrics", b.env.token)
+	api0, err := scrapeWith(ctx, apiClient, b.env.host+"/metrics", b.env.token)
 	if err != nil {
 		return err
 	}
-	d0, err := scrape(d.metrics)
+	d0, err := scrape(ctx, d.metrics)
 	if err != nil {
 		return err
 	}
@@ -466,11 +505,11 @@ func (b *bench) idleWindow(ctx context.Context, d *daemon) error {
 	case <-time.After(b.idle):
 	}
 	t1 := time.Now()
-	d1, err := scrape(d.metrics)
+	d1, err := scrape(ctx, d.metrics)
 	if err != nil {
 		return err
 	}
-	api1, err := scrapeWith(apiClient, b.env.host+"/metrics", b.env.token)
+	api1, err := scrapeWith(ctx, apiClient, b.env.host+"/metrics", b.env.token)
 	if err != nil {
 		return err
 	}
@@ -480,13 +519,23 @@ func (b *bench) idleWindow(ctx context.Context, d *daemon) error {
 		return err
 	}
 	res := &idle{Window: t1.Sub(t0), Objects: b.res.Levels[len(b.res.Levels)-1].Objects, Shards: b.scaleShards, Audit: c,
-		DaemonWrites:  d1.sum("shardkeeper_api_writes_total", nil) - d0.sum("shardkeeper_api_writes_total", nil),
-		Reconciles:    d1.sum("shardkeeper_reconcile_duration_seconds_count", nil) - d0.sum("shardkeeper_reconcile_duration_seconds_count", nil),
-		APIByResource: map[string]float64{},
+		DaemonWrites: d1.sum("shardkeeper_api_writes_total", nil) - d0.sum("shardkeeper_api_writes_total", nil),
+		Reconciles:   d1.sum("shardkeeper_reconcile_duration_seconds_count", nil) - d0.sum("shardkeeper_reconcile_duration_seconds_count", nil),
 	}
+	res.countAPIRequests(api0, api1)
+	b.res.Idle = res
+	b.logf("idle window: audit %s; shardkeeper_api_writes_total +%v; reconciles +%v", c, res.DaemonWrites, res.Reconciles)
+	return nil
+}
+
+// countAPIRequests sets the API server's requests of the window from its
+// apiserver_request_total before and after: by verb and resource, the
+// labels the metric has, and the writes and lists of the resources the
+// daemon uses.
+func (w *idle) countAPIRequests(before, after samples) {
 	labelSet := map[string]bool{}
 	delta := map[string]float64{}
-	for _, s := range api1 {
+	for _, s := range after {
 		if s.name != "apiserver_request_total" {
 			continue
 		}
@@ -495,30 +544,28 @@ func (b *bench) idleWindow(ctx context.Context, d *daemon) error {
 		}
 		delta[key(s.labels)] += s.value
 	}
-	for _, s := range api0 {
+	for _, s := range before {
 		if s.name == "apiserver_request_total" {
 			delta[key(s.labels)] -= s.value
 		}
 	}
+	w.APIByResource = map[string]float64{}
 	for k, v := range delta {
 		if v == 0 {
 			continue
 		}
-		verb, res1, _ := strings.Cut(k, " ")
-		res.APIByResource[k] = v
-		if daemonResources[strings.SplitN(res1, "/", 2)[0]] {
+		verb, res, _ := strings.Cut(k, " ")
+		w.APIByResource[k] = v
+		if daemonResources[strings.SplitN(res, "/", 2)[0]] {
 			switch verb {
 			case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY":
-				res.APIWritesDaemonRes += v
+				w.APIWritesDaemonRes += v
 			case "LIST":
-				res.APIListsDaemonRes += v
+				w.APIListsDaemonRes += v
 			}
 		}
 	}
-	res.APILabels = slices.Sorted(maps.Keys(labelSet))
-	b.res.Idle = res
-	b.logf("idle window: audit %s; shardkeeper_api_writes_total +%v; reconciles +%v", c, res.DaemonWrites, res.Reconciles)
-	return nil
+	w.APILabels = slices.Sorted(maps.Keys(labelSet))
 }
 
 func key(l map[string]string) string {

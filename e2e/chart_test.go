@@ -283,7 +283,7 @@ func TestChartUpgradeKeepsTheShardList(t *testing.T) {
 	dep, err := kube.AppsV1().Deployments(ns).Get(ctx, release+"-shardkeeper", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), ptr.Deref(dep.Spec.Replicas, 0), "the upgrade itself was applied")
-	assert.True(t, strings.Contains(string(helm(t, "get", "manifest", release, "--namespace", ns)), `shards: "shard0,shard1,shard2"`),
+	assert.Contains(t, string(helm(t, "get", "manifest", release, "--namespace", ns)), `shards: "shard0,shard1,shard2"`,
 		"the release's manifest records the live shard list")
 
 	// A second upgrade with the same values is a no-op for the ConfigMap.
@@ -299,7 +299,7 @@ func TestChartUpgradeKeepsTheShardList(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (%v)", err)
+		return notYet("still there", err)
 	})
 	helm(t, append([]string{"install", release}, append(base, "--set", "shards=shard9")...)...)
 	assert.Equal(t, "shard0,shard1,shard2", getCM().Data["shards"], "a new install must keep the live shard list")
@@ -446,14 +446,20 @@ func (r chartRBAC) check(t *testing.T) {
 	// The same, with requests made as the ServiceAccount.
 	as := kubernetes.NewForConfigOrDie(env.ConfigFor(user, groups...))
 	asDyn := dynamic.NewForConfigOrDie(env.ConfigFor(user, groups...))
-	_, err := as.AppsV1().Deployments(r.sourceNamespaces[0]).List(ctx, metav1.ListOptions{})
-	assert.NoError(t, err, "list Deployments in %s", r.sourceNamespaces[0])
-	_, err = asDyn.Resource(gitRepos).List(ctx, metav1.ListOptions{})
-	assert.NoError(t, err, "list GitRepos cluster-wide")
-	_, err = as.CoreV1().ConfigMaps(r.namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", r.configMap).String(),
+	assertAllowed(t, "list Deployments in "+r.sourceNamespaces[0], func() error {
+		_, err := as.AppsV1().Deployments(r.sourceNamespaces[0]).List(ctx, metav1.ListOptions{})
+		return err
 	})
-	assert.NoError(t, err, "list the shard ConfigMap by its name")
+	assertAllowed(t, "list GitRepos cluster-wide", func() error {
+		_, err := asDyn.Resource(gitRepos).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	assertAllowed(t, "list the shard ConfigMap by its name", func() error {
+		_, err := as.CoreV1().ConfigMaps(r.namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", r.configMap).String(),
+		})
+		return err
+	})
 
 	assertForbidden(t, "list every ConfigMap", func() error {
 		_, err := as.CoreV1().ConfigMaps(r.namespace).List(ctx, metav1.ListOptions{})
@@ -487,6 +493,15 @@ func (r chartRBAC) check(t *testing.T) {
 	})
 }
 
+// assertAllowed fails the test, and lets it go on, unless call, a request
+// made as the ServiceAccount, succeeds.
+func assertAllowed(t *testing.T, what string, call func() error) {
+	t.Helper()
+	if err := call(); err != nil {
+		t.Errorf("%s as the ServiceAccount: %v", what, err)
+	}
+}
+
 func assertForbidden(t *testing.T, what string, call func() error) {
 	t.Helper()
 	if err := call(); !apierrors.IsForbidden(err) {
@@ -514,7 +529,7 @@ func helmIn(t *testing.T, home string, args ...string) []byte {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("helm: %v; build it with `make helm`, or run the e2e tests with `make test-e2e`", err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Env = append(os.Environ(),
 		"KUBECONFIG="+env.KubeconfigPath(),
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
@@ -625,7 +640,8 @@ func applyObjects(t *testing.T, objs []*unstructured.Unstructured) {
 		_, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
 			FieldManager: chartFieldManager, Force: ptr.To(true), FieldValidation: "Strict",
 		})
-		if !assert.NoError(t, err, "apply %s", what) {
+		if err != nil {
+			t.Errorf("apply %s: %v", what, err)
 			continue
 		}
 		for _, text := range w.take() {

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -120,7 +121,7 @@ func TestShardMetricsServices(t *testing.T) {
 		s.waitEvent(status.ReasonShardRestored, "Service "+s.fleetNS+"/monitoring-gitjob-shard-s1")
 		eventually(t, time.Minute, "restored", func() error {
 			if s.service("monitoring-gitjob-shard-s1") == nil {
-				return fmt.Errorf("missing")
+				return errors.New("missing")
 			}
 			return nil
 		})
@@ -148,7 +149,7 @@ func TestShardMetricsServices(t *testing.T) {
 		s.waitState("s1", status.StateBlocked)
 		holds(t, 3*time.Second, "a blocked shard keeps its Services", func() error {
 			if s.service("monitoring-gitjob-shard-s1") == nil {
-				return fmt.Errorf("deleted")
+				return errors.New("deleted")
 			}
 			return nil
 		})
@@ -228,7 +229,7 @@ func TestBundlesGuardTheShard(t *testing.T) {
 	s.relabel(testfixture.Bundles, "repo-app", fleetLabel, "b2")
 	holds(t, 3*time.Second, "a BundleDeployment alone still keeps the shard", func() error {
 		if s.deployments()["fleet-controller-shard-b1"] == nil {
-			return fmt.Errorf("shard b1 deleted")
+			return errors.New("shard b1 deleted")
 		}
 		return nil
 	})

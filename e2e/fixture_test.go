@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -131,9 +132,7 @@ func upstreamShard(t *testing.T, src *appsv1.Deployment, id string, nodeSelector
 		c.Args = append(c.Args, "--shard-node-selector", string(js))
 	}
 	pod.Spec.Containers = []corev1.Container{c}
-	for k, v := range nodeSelector {
-		pod.Spec.NodeSelector[k] = v
-	}
+	maps.Copy(pod.Spec.NodeSelector, nodeSelector)
 	return d
 }
 

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,10 +43,10 @@ func TestHandOverAndPlacement(t *testing.T) {
 	eventually(t, time.Minute, "handed-over Deployment updated in place, with Fleet's selector kept", func() error {
 		d := s.deployments()["fleet-controller-shard-h1"]
 		if d == nil {
-			return fmt.Errorf("missing")
+			return errors.New("missing")
 		}
 		if d.UID != created.UID {
-			return fmt.Errorf("replaced: it must never be missing")
+			return errors.New("replaced: it must never be missing")
 		}
 		if d.Spec.Template.Labels["shardkeeper.io/shard"] != "h1" {
 			return fmt.Errorf("not updated yet: pod labels %v", d.Spec.Template.Labels)
@@ -70,12 +71,15 @@ func TestHandOverAndPlacement(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "root"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: testfixture.Image}}},
 	}
-	_, err = kube.CoreV1().Pods(s.fluxNS).Create(s.ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	assert.ErrorContains(t, err, "violates PodSecurity")
 	privileged := bad.DeepCopy()
 	privileged.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
-	_, err = kube.CoreV1().Pods(s.fleetNS).Create(s.ctx, privileged, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	assert.ErrorContains(t, err, "violates PodSecurity")
+	for _, c := range []struct {
+		namespace string
+		pod       *corev1.Pod
+	}{{s.fluxNS, bad}, {s.fleetNS, privileged}} {
+		_, err = kube.CoreV1().Pods(c.namespace).Create(s.ctx, c.pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		assert.ErrorContains(t, err, "violates PodSecurity", "pod %s in %s", c.pod.Name, c.namespace)
+	}
 }
 
 // TestHandOverFromFleetChart installs a Fleet-shaped chart with static
@@ -92,7 +96,7 @@ func TestHandOverFromFleetChart(t *testing.T) {
 	}
 	eventually(t, time.Minute, "fixtures gone", func() error {
 		if d := s.deployments()["fleet-controller"]; d != nil {
-			return fmt.Errorf("still there")
+			return errors.New("still there")
 		}
 		return nil
 	})

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -65,7 +66,11 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
 		return 1
 	}
-	defer env.Stop()
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}()
 	// The fleet namespaces warn about Pod Security "restricted", which
 	// Fleet's pods do not meet; the tests check admission themselves.
 	rest.SetDefaultWarningHandler(rest.NoWarnings{})
@@ -138,7 +143,9 @@ func (d *daemon) start() {
 	args := append([]string{"--kubeconfig", env.KubeconfigPath(), "--log-level", "debug",
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", d.probePort),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", d.metricsPort)}, d.args...)
-	d.cmd = exec.Command(bin, args...)
+	// No context ends the daemon: it runs across subtests until stop or
+	// kill, and Pdeathsig ends it with the test binary.
+	d.cmd = exec.CommandContext(context.Background(), bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = f, f
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
@@ -193,6 +200,15 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() er
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// notYet is the error of a condition polled by eventually or holds that is
+// not met: what, and why the check itself failed, if it did.
+func notYet(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return errors.New(what)
 }
 
 // holds checks that cond stays true for a while: it is how a test shows
@@ -633,7 +649,7 @@ func (d *daemon) metric(sample string) (float64, error) {
 	if err := d.get(d.metricsPort, "/metrics", &body); err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for line := range strings.SplitSeq(string(body), "\n") {
 		if v, ok := strings.CutPrefix(line, sample+" "); ok {
 			var f float64
 			_, err := fmt.Sscan(v, &f)
@@ -652,7 +668,7 @@ func (d *daemon) metricSum(name string, labels ...string) (float64, error) {
 		return 0, err
 	}
 	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
+	for line := range strings.SplitSeq(string(body), "\n") {
 		if (!strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{")) || !hasLabels(line, labels) {
 			continue
 		}
@@ -683,8 +699,15 @@ func (d *daemon) leads() (bool, error) {
 	return v == 1, err
 }
 
+// get asks the daemon for path on port and, if body is not nil, keeps the
+// answer there; an answer other than 200 is an error. The request ends with
+// the test that started the daemon, as the daemon does.
 func (d *daemon) get(port int, path string, body *[]byte) error {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+	req, err := http.NewRequestWithContext(d.t.Context(), http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -704,7 +727,8 @@ func (d *daemon) get(port int, path string, body *[]byte) error {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -715,6 +739,7 @@ func freePort(t *testing.T) int {
 // dump logs what a person would look at first when a scenario fails: its
 // pods and warning Events, and the ends of the control plane's logs.
 func (s *scenario) dump(t *testing.T) {
+	t.Helper()
 	ctx := context.Background()
 	for _, ns := range []string{s.fleetNS, s.fluxNS} {
 		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})

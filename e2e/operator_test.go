@@ -111,7 +111,7 @@ func (s *scenario) installAdmissionPolicies() {
 	eventually(t, time.Minute, "the admission policy in force", func() error {
 		cm := s.configMapWith(t, badInput{shards: str("Bad_0")})
 		if _, err := kube.CoreV1().ConfigMaps(s.fleetNS).Update(s.ctx, cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsInvalid(err) {
-			return fmt.Errorf("not denied: %v", err)
+			return notYet("not denied", err)
 		}
 		return nil
 	})
@@ -177,7 +177,7 @@ func kubectlWithPath(t *testing.T, path string, args ...string) (stdout, stderr 
 	if _, statErr := os.Stat(bin); statErr != nil {
 		t.Fatalf("kubectl not built (make $PWD/bin/kubectl): %v", statErr)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Env = append(os.Environ(), "PATH="+path, "KUBECONFIG="+env.KubeconfigPath())
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -204,7 +204,7 @@ func TestAdmissionAtThePrompt(t *testing.T) {
 	require.NoError(t, err, errOut)
 	assert.Contains(t, out, "configmap/"+s.cmName+" patched")
 	assert.NotContains(t, errOut, "Warning")
-	out, errOut, err = patch("shard0,shard1")
+	_, errOut, err = patch("shard0,shard1")
 	require.NoError(t, err, errOut)
 
 	require.NoError(t, installCRD(s.ctx, helmReleases))
@@ -279,7 +279,7 @@ func TestAdmissionAtThePrompt(t *testing.T) {
 	// The binary on the PATH as kubectl-shardkeeper is `kubectl shardkeeper`.
 	pluginDir := t.TempDir()
 	require.NoError(t, os.Symlink(os.Getenv("SHARDKEEPER_BINARY"), filepath.Join(pluginDir, "kubectl-shardkeeper")))
-	direct, err := exec.Command(os.Getenv("SHARDKEEPER_BINARY"), "status", "--kubeconfig", env.KubeconfigPath(), "-n", s.fleetNS, "-o", "wide").Output()
+	direct, err := exec.CommandContext(t.Context(), os.Getenv("SHARDKEEPER_BINARY"), "status", "--kubeconfig", env.KubeconfigPath(), "-n", s.fleetNS, "-o", "wide").Output()
 	require.NoError(t, err)
 	out, errOut, err = kubectlWithPath(t, pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"shardkeeper", "status", "-n", s.fleetNS, "-o", "wide")
@@ -373,7 +373,7 @@ func promtoolCheck(t *testing.T, exprs []string) {
 	require.NoError(t, err)
 	f := filepath.Join(t.TempDir(), "dashboard-rules.yaml")
 	require.NoError(t, os.WriteFile(f, b, 0o600))
-	out, err := exec.Command(bin, "check", "rules", f).CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), bin, "check", "rules", f).CombinedOutput()
 	require.NoError(t, err, "promtool check rules:\n%s", out)
 }
 
@@ -403,7 +403,7 @@ func TestDashboardAndAlertsReadExportedMetrics(t *testing.T) {
 			return err
 		}
 		clear(exported)
-		for _, line := range strings.Split(string(body), "\n") {
+		for line := range strings.SplitSeq(string(body), "\n") {
 			if name, _, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "shardkeeper_") {
 				name, _, _ = strings.Cut(name, "{")
 				exported[name] = true

@@ -49,7 +49,7 @@ func TestChartRepository(t *testing.T) {
 	dist := t.TempDir()
 	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Join(dist, "chart"))))
 	defer srv.Close()
-	mk := exec.Command("make", "-s", "--no-print-directory", "-C", "..", "chart-package", "DIST="+dist, "CHART_URL="+srv.URL)
+	mk := exec.CommandContext(t.Context(), "make", "-s", "--no-print-directory", "-C", "..", "chart-package", "DIST="+dist, "CHART_URL="+srv.URL)
 	out, err := mk.CombinedOutput()
 	require.NoError(t, err, "make chart-package:\n%s", out)
 

@@ -108,7 +108,7 @@ type controller struct {
 // sync writes the difference between the shard list and what it created.
 func (c *controller) sync(ctx context.Context, shards string) {
 	var ids []string
-	for _, id := range strings.Split(strings.Trim(strings.TrimSpace(shards), "[]"), ",") {
+	for id := range strings.SplitSeq(strings.Trim(strings.TrimSpace(shards), "[]"), ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			ids = append(ids, id)
 		}

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +137,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// newCluster checks opts and prepares the work directory; it starts
+// nothing, so that a bad option fails before any process runs.
 func newCluster(opts Options) (*Cluster, error) {
 	c := &Cluster{workloads: opts.Workloads, logf: opts.Logf, auditPolicy: opts.AuditPolicy}
 	if c.logf == nil {
@@ -146,58 +149,77 @@ func newCluster(opts Options) (*Cluster, error) {
 	}
 	c.users = append([]string(nil), opts.Users...)
 
-	c.binDir = opts.BinDir
-	if c.binDir == "" {
-		c.binDir = os.Getenv(BinDirEnv)
-	}
-	if c.binDir == "" {
-		return nil, fmt.Errorf("no bin directory: set Options.BinDir or $%s", BinDirEnv)
-	}
-	abs, err := filepath.Abs(c.binDir)
+	binDir, err := findBinDir(opts.BinDir, opts.Workloads)
 	if err != nil {
-		return nil, fmt.Errorf("resolve bin directory %q: %w", c.binDir, err)
+		return nil, err
 	}
-	c.binDir = abs
-	needed := []string{"etcd", "kube-apiserver"}
-	if opts.Workloads {
-		needed = append(needed, "kube-controller-manager", "kube-scheduler", "kwok")
-	}
-	for _, name := range needed {
-		st, err := os.Stat(filepath.Join(c.binDir, name))
-		if err != nil {
-			return nil, fmt.Errorf("binary %s: %w", name, err)
-		}
-		if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
-			return nil, fmt.Errorf("binary %s in %s is not an executable file", name, c.binDir)
-		}
-	}
-	if opts.Workloads {
-		if _, err := kwokStageFiles(c.binDir); err != nil {
-			return nil, err
-		}
-	}
-
-	if opts.WorkDir == "" {
-		dir, err := os.MkdirTemp("", "shardkeeper-cluster-")
-		if err != nil {
-			return nil, fmt.Errorf("create work directory: %w", err)
-		}
-		c.workDir = dir
-		c.ownWorkDir = true
-	} else {
-		abs, err := filepath.Abs(opts.WorkDir)
-		if err != nil {
-			return nil, fmt.Errorf("resolve work directory %q: %w", opts.WorkDir, err)
-		}
-		if err := os.MkdirAll(abs, 0o755); err != nil {
-			return nil, fmt.Errorf("create work directory: %w", err)
-		}
-		c.workDir = abs
+	c.binDir = binDir
+	if c.workDir, c.ownWorkDir, err = makeWorkDir(opts.WorkDir); err != nil {
+		return nil, err
 	}
 	if len(c.auditPolicy) > 0 {
 		c.auditLogPath = filepath.Join(c.workDir, "audit.log")
 	}
 	return c, nil
+}
+
+// findBinDir returns the absolute path of the bin directory, dir or else
+// $SHARDKEEPER_BIN_DIR, once it holds every binary the cluster runs (and,
+// with workloads, kwok's stage files): a missing one then fails Start at
+// once, not after etcd has started.
+func findBinDir(dir string, workloads bool) (string, error) {
+	if dir == "" {
+		dir = os.Getenv(BinDirEnv)
+	}
+	if dir == "" {
+		return "", fmt.Errorf("no bin directory: set Options.BinDir or $%s", BinDirEnv)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolve bin directory %q: %w", dir, err)
+	}
+	needed := []string{"etcd", "kube-apiserver"}
+	if workloads {
+		needed = append(needed, "kube-controller-manager", "kube-scheduler", "kwok")
+	}
+	for _, name := range needed {
+		st, err := os.Stat(filepath.Join(abs, name)) //nolint:gosec // G703: the caller's own bin directory, by design
+		if err != nil {
+			return "", fmt.Errorf("binary %s: %w", name, err)
+		}
+		if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return "", fmt.Errorf("binary %s in %s is not an executable file", name, abs)
+		}
+	}
+	if workloads {
+		if _, err := kwokStageFiles(abs); err != nil {
+			return "", err
+		}
+	}
+	return abs, nil
+}
+
+// makeWorkDir returns the absolute path of the work directory dir, created
+// if need be, or of a new temporary directory if dir is empty; own says
+// that the directory is the cluster's, for Stop to remove.
+func makeWorkDir(dir string) (path string, own bool, err error) {
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "shardkeeper-cluster-")
+		if err != nil {
+			return "", false, fmt.Errorf("create work directory: %w", err)
+		}
+		return tmp, true, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false, fmt.Errorf("resolve work directory %q: %w", dir, err)
+	}
+	// The work directory holds the admin token and the service-account
+	// key: no one outside the user's group may look in.
+	if err := os.MkdirAll(abs, 0o750); err != nil {
+		return "", false, fmt.Errorf("create work directory: %w", err)
+	}
+	return abs, false, nil
 }
 
 // checkUsers rejects the Options.Users that cannot stand in the static token
@@ -223,7 +245,7 @@ func checkUsers(users []string) error {
 func (c *Cluster) start(ctx context.Context) error {
 	// Etcd client and peer, API server, and with workloads
 	// controller-manager, scheduler and kwok.
-	ports, err := freePorts(6)
+	ports, err := freePorts(ctx, 6)
 	if err != nil {
 		return err
 	}
@@ -281,7 +303,8 @@ func (c *Cluster) writeCredentials() (credentialFiles, error) {
 		saKey:     filepath.Join(c.workDir, "sa.key"),
 		certDir:   filepath.Join(c.workDir, "certs"),
 	}
-	lines := tokenLine(token, AdminUser)
+	var lines strings.Builder
+	lines.WriteString(tokenLine(token, AdminUser))
 	c.userTokens = map[string]string{}
 	for _, u := range c.users {
 		t, err := randomToken()
@@ -289,15 +312,15 @@ func (c *Cluster) writeCredentials() (credentialFiles, error) {
 			return credentialFiles{}, err
 		}
 		c.userTokens[u] = t
-		lines += tokenLine(t, u)
+		lines.WriteString(tokenLine(t, u))
 	}
-	if err := os.WriteFile(files.tokenFile, []byte(lines), 0o600); err != nil {
+	if err := os.WriteFile(files.tokenFile, []byte(lines.String()), 0o600); err != nil {
 		return credentialFiles{}, fmt.Errorf("write token file: %w", err)
 	}
 	if err := writeRSAKey(files.saKey); err != nil {
 		return credentialFiles{}, err
 	}
-	if err := os.MkdirAll(files.certDir, 0o755); err != nil {
+	if err := os.MkdirAll(files.certDir, 0o750); err != nil {
 		return credentialFiles{}, fmt.Errorf("create cert directory: %w", err)
 	}
 	return files, nil
@@ -327,7 +350,7 @@ func (c *Cluster) startEtcd(ctx context.Context, port, peerPort int) (string, er
 		"--log-level=warn",
 	})
 	c.logf("cluster: starting etcd on %s", etcdURL)
-	if err := c.launch(etcd); err != nil {
+	if err := c.launch(ctx, etcd); err != nil {
 		return "", err
 	}
 	if err := waitFor(ctx, etcdReadyTimeout, "etcd health", etcd, func(ctx context.Context) (bool, error) {
@@ -364,7 +387,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string, files cred
 		"--profiling=false",
 	}, audit...))
 	c.logf("cluster: starting kube-apiserver on %s", c.host)
-	if err := c.launch(apiServer); err != nil {
+	if err := c.launch(ctx, apiServer); err != nil {
 		return err
 	}
 	return c.waitAPIServer(ctx, apiServer)
@@ -379,7 +402,7 @@ func (c *Cluster) auditFlags() ([]string, error) {
 		return nil, nil
 	}
 	policy := filepath.Join(c.workDir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, c.auditPolicy, 0o644); err != nil {
+	if err := os.WriteFile(policy, c.auditPolicy, 0o600); err != nil {
 		return nil, fmt.Errorf("write audit policy: %w", err)
 	}
 	return []string{
@@ -422,14 +445,15 @@ func (c *Cluster) loadAdminConfig(certDir string) error {
 	return nil
 }
 
-// launch starts p and records it so that Stop will end it.
-func (c *Cluster) launch(p *process) error {
+// launch starts p and records it so that Stop will end it; ctx's end does
+// not stop p.
+func (c *Cluster) launch(ctx context.Context, p *process) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		return errors.New("cluster is stopped")
 	}
-	if err := p.start(); err != nil {
+	if err := p.start(ctx); err != nil {
 		return err
 	}
 	c.procs = append(c.procs, p)
@@ -517,8 +541,7 @@ func (c *Cluster) Stop() error {
 	}
 	c.stopped = true
 	var errs []error
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
+	for _, p := range slices.Backward(c.procs) {
 		if err := p.stop(); err != nil {
 			errs = append(errs, err)
 		}
@@ -556,7 +579,7 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) error {
 	if err := p.stop(); err != nil {
 		return fmt.Errorf("restart kube-apiserver: %w", err)
 	}
-	if err := p.start(); err != nil {
+	if err := p.start(ctx); err != nil {
 		return fmt.Errorf("restart kube-apiserver: %w", err)
 	}
 	if err := c.waitAPIServer(ctx, p); err != nil {
@@ -589,7 +612,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, p *process
 		}
 		select {
 		case <-ctx.Done():
-			msg := fmt.Sprintf("waiting for %s", what)
+			msg := "waiting for " + what
 			if lastErr != nil {
 				msg += fmt.Sprintf(" (last error: %v)", lastErr)
 			}
@@ -636,7 +659,7 @@ func httpOK(ctx context.Context, client *http.Client, url, token string) (bool, 
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
+func freePorts(ctx context.Context, n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
@@ -644,8 +667,9 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
+	var lc net.ListenConfig
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("find a free port: %w", err)
 		}

@@ -54,10 +54,12 @@ func TestClusterRunsDeployments(t *testing.T) {
 	}
 
 	var last *appsv1.Deployment
+	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d, err := client.AppsV1().Deployments(ns.Name).Get(ctx, dep.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			lastErr = err
+			return false, nil //nolint:nilerr // a failed Get is retried until the timeout, then logged
 		}
 		last = d
 		return d.Status.AvailableReplicas == replicas, nil
@@ -65,6 +67,9 @@ func TestClusterRunsDeployments(t *testing.T) {
 	if err != nil {
 		if last != nil {
 			t.Logf("last deployment status: %+v", last.Status)
+		}
+		if lastErr != nil {
+			t.Logf("last error of a Get: %v", lastErr)
 		}
 		pods, _ := client.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
 		if pods != nil {
@@ -185,7 +190,7 @@ func readAuditLog(t *testing.T, path string) []auditEvent {
 		t.Fatalf("read audit log: %v", err)
 	}
 	var events []auditEvent
-	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+	for line := range bytes.SplitSeq(bytes.TrimSpace(data), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}

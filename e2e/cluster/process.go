@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,16 +42,17 @@ func newProcess(name, path, logDir string, args []string) *process {
 // start launches the process in its own process group. The process gets
 // SIGKILL when the OS thread that started it dies; the Go runtime only ends
 // threads when the whole program exits (no goroutine here locks its thread),
-// so the process does not outlive the test binary or command.
-func (p *process) start() error {
-	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// so the process does not outlive the test binary or command. ctx's end
+// does not stop it: only stop does.
+func (p *process) start(ctx context.Context) error {
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log of %s: %w", p.name, err)
 	}
 	defer logFile.Close()
 	fmt.Fprintf(logFile, "==== %s starting: %s %q\n", time.Now().Format(time.RFC3339), p.path, p.args)
 
-	cmd := exec.Command(p.path, p.args...)
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), p.path, p.args...) //nolint:gosec // G204: a binary of the bin directory, with arguments built in this package
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = os.Environ()
@@ -161,10 +163,7 @@ func tailFile(path string, maxLines int, maxBytes int64) string {
 	if err != nil {
 		return fmt.Sprintf("(cannot stat %s: %v)", path, err)
 	}
-	off := st.Size() - maxBytes
-	if off < 0 {
-		off = 0
-	}
+	off := max(st.Size()-maxBytes, 0)
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return fmt.Sprintf("(cannot seek %s: %v)", path, err)
 	}

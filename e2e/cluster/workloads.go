@@ -32,7 +32,7 @@ func kwokStageFiles(binDir string) ([]string, error) {
 	paths := make([]string, 0, len(kwokStages))
 	for _, name := range kwokStages {
 		p := filepath.Join(binDir, "kwok-stages", name)
-		if _, err := os.Stat(p); err != nil {
+		if _, err := os.Stat(p); err != nil { //nolint:gosec // G703: the caller's own bin directory, by design
 			return nil, fmt.Errorf("kwok stage file: %w", err)
 		}
 		paths = append(paths, p)
@@ -53,7 +53,7 @@ func (c *Cluster) startWorkloads(ctx context.Context, saKey, certDir string, kcm
 	procs := []*process{kcm, sched, kwok}
 	for _, p := range procs {
 		c.logf("cluster: starting %s", p.name)
-		if err := c.launch(p); err != nil {
+		if err := c.launch(ctx, p); err != nil {
 			return err
 		}
 	}

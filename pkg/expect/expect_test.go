@@ -40,12 +40,23 @@ func TestSeen(t *testing.T) {
 	}
 }
 
-func TestWritesUnseen(t *testing.T) {
-	now := time.Unix(1000, 0)
+// testClock is a clock the test moves by hand.
+type testClock struct{ now time.Time }
+
+func (c *testClock) advance(d time.Duration) { c.now = c.now.Add(d) }
+
+// newTestWrites returns expectations with a one-minute TTL on a clock the
+// test moves, and a cache of objects the test fills, with its lookup.
+func newTestWrites() (*Writes, *testClock, map[string]Cached, func(string) Cached) {
+	clock := &testClock{now: time.Unix(1000, 0)}
 	w := New(time.Minute)
-	w.now = func() time.Time { return now }
+	w.now = func() time.Time { return clock.now }
 	cache := map[string]Cached{}
-	lookup := func(key string) Cached { return cache[key] }
+	return w, clock, cache, func(key string) Cached { return cache[key] }
+}
+
+func TestWritesUnseen(t *testing.T) {
+	w, clock, cache, lookup := newTestWrites()
 
 	w.Created("ns/b", "10")
 	w.Created("ns/a", "11")
@@ -67,7 +78,7 @@ func TestWritesUnseen(t *testing.T) {
 	unseen, _ = w.unseen(lookup)
 	assert.Equal(t, []string{"ns/a", "ns/b"}, unseen)
 
-	now = now.Add(time.Minute)
+	clock.advance(time.Minute)
 	unseen, expired = w.unseen(lookup)
 	assert.Empty(t, unseen)
 	assert.Equal(t, []string{"ns/a", "ns/b"}, expired, "forgotten after the TTL, and said so")
@@ -75,11 +86,7 @@ func TestWritesUnseen(t *testing.T) {
 }
 
 func TestBehind(t *testing.T) {
-	now := time.Unix(1000, 0)
-	w := New(time.Minute)
-	w.now = func() time.Time { return now }
-	cache := map[string]Cached{}
-	lookup := func(key string) Cached { return cache[key] }
+	w, clock, cache, lookup := newTestWrites()
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
 	entry := log.WithField("caller", "test")
@@ -96,7 +103,7 @@ func TestBehind(t *testing.T) {
 	assert.Equal(t, logrus.Fields{"caller": "test", "unseen": 2, "first": "ns/a"}, wait.Data)
 
 	cache["ns/a"] = Cached{ResourceVersion: "5", Exists: true}
-	now = now.Add(time.Minute)
+	clock.advance(time.Minute)
 	hook.Reset()
 	assert.False(t, w.Behind(lookup, entry), "one seen, the other given up for age")
 	require.Len(t, hook.AllEntries(), 1)

@@ -45,15 +45,20 @@ func TestEncodeMappedLines(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a: 12 gitrepos, 3 helmreleases\nb: 1 gitrepos", data[mappedKey])
 
-	empty, err := Encode(Status{Shards: []ShardStatus{{ID: "a", State: StateActive}}})
+	empty, err := Encode(oneShard("a", StateActive, ""))
 	require.NoError(t, err)
 	assert.NotContains(t, empty, mappedKey)
 }
 
+// oneShard is a status of one shard, in state, with message.
+func oneShard(id, state, message string) Status {
+	return Status{Shards: []ShardStatus{{ID: id, State: state, Message: message}}}
+}
+
 func TestChangesOnlyOnTransitions(t *testing.T) {
-	active := Status{Shards: []ShardStatus{{ID: "b", State: StateActive}}}
-	blocked := Status{Shards: []ShardStatus{{ID: "b", State: StateBlocked, Message: "2 gitrepos"}}}
-	blockedMore := Status{Shards: []ShardStatus{{ID: "b", State: StateBlocked, Message: "3 gitrepos"}}}
+	active := oneShard("b", StateActive, "")
+	blocked := oneShard("b", StateBlocked, "2 gitrepos")
+	blockedMore := oneShard("b", StateBlocked, "3 gitrepos")
 
 	assert.Equal(t, []string{ReasonShardDeletionBlocked}, reasons(Changes(active, blocked)))
 	assert.Empty(t, Changes(blocked, blocked), "an unchanged condition emits nothing")
@@ -68,12 +73,12 @@ func TestChangesOnlyOnTransitions(t *testing.T) {
 	assert.Equal(t, []string{ReasonUnknownShard, ReasonSourceNotShardAware}, reasons(Changes(Status{}, unknown)))
 	assert.Empty(t, Changes(unknown, unknown))
 
-	conflict := Status{Shards: []ShardStatus{{ID: "a", State: StateConflict, Message: "m"}}}
+	conflict := oneShard("a", StateConflict, "m")
 	assert.Equal(t, []string{ReasonShardConflict}, reasons(Changes(Status{}, conflict)))
 
-	draining := Status{Shards: []ShardStatus{{ID: "b", State: StateDraining, Message: "5 objects left"}}}
-	drainingLess := Status{Shards: []ShardStatus{{ID: "b", State: StateDraining, Message: "4 objects left"}}}
-	drained := Status{Shards: []ShardStatus{{ID: "b", State: StateDrained}}}
+	draining := oneShard("b", StateDraining, "5 objects left")
+	drainingLess := oneShard("b", StateDraining, "4 objects left")
+	drained := oneShard("b", StateDrained, "")
 	assert.Equal(t, []string{ReasonShardDraining}, reasons(Changes(active, draining)))
 	assert.Empty(t, Changes(draining, drainingLess), "progress is in the status, not a new Event")
 	assert.Equal(t, []string{reasonShardDrained}, reasons(Changes(drainingLess, drained)))
@@ -81,8 +86,8 @@ func TestChangesOnlyOnTransitions(t *testing.T) {
 }
 
 func TestChangesOfFailover(t *testing.T) {
-	active := Status{Shards: []ShardStatus{{ID: "a", State: StateActive}}}
-	down := Status{Shards: []ShardStatus{{ID: "a", State: StateFailedOver, Message: "shard a is down"}}}
+	active := oneShard("a", StateActive, "")
+	down := oneShard("a", StateFailedOver, "shard a is down")
 	assert.Equal(t, []string{reasonShardUnavailable}, reasons(Changes(active, down)))
 	assert.Empty(t, Changes(down, down), "no news while it stays down")
 	assert.Equal(t, []string{reasonShardRecovered}, reasons(Changes(down, active)))
@@ -93,12 +98,19 @@ func TestChangesOfFailover(t *testing.T) {
 }
 
 func TestChangesOfWriteFailures(t *testing.T) {
-	active := Status{Shards: []ShardStatus{{ID: "a", State: StateActive}}}
-	failing := Status{Shards: []ShardStatus{{ID: "a", State: StateWriteFailing, Message: "denied: attempt 1"}}}
-	stillFailing := Status{Shards: []ShardStatus{{ID: "a", State: StateWriteFailing, Message: "denied: attempt 2"}}}
-	assert.Equal(t, []string{ReasonShardWriteFailed}, reasons(Changes(active, failing)))
-	assert.Empty(t, Changes(failing, stillFailing), "a retry that fails again is no news")
-	assert.Empty(t, Changes(stillFailing, active))
+	for _, tc := range []struct {
+		name     string
+		from, to Status
+		want     []string
+	}{
+		{"writes start to fail", oneShard("a", StateActive, ""), oneShard("a", StateWriteFailing, "denied: attempt 1"), []string{ReasonShardWriteFailed}},
+		{"a retry that fails again is no news", oneShard("a", StateWriteFailing, "denied: attempt 1"), oneShard("a", StateWriteFailing, "denied: attempt 2"), nil},
+		{"writes succeed again", oneShard("a", StateWriteFailing, "denied: attempt 2"), oneShard("a", StateActive, ""), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, reasons(Changes(tc.from, tc.to)))
+		})
+	}
 }
 
 func TestChangesOfUnknownShardsBeyondTheNamed(t *testing.T) {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -49,7 +50,7 @@ func main() {
 func writeImpersonating(kubeconfig, sa, out string) error {
 	ns, name, ok := strings.Cut(sa, "/")
 	if !ok || out == "" {
-		return fmt.Errorf("--impersonate wants NAMESPACE/NAME and --impersonating-kubeconfig a path")
+		return errors.New("--impersonate wants NAMESPACE/NAME and --impersonating-kubeconfig a path")
 	}
 	cfg, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
@@ -65,6 +66,9 @@ func writeImpersonating(kubeconfig, sa, out string) error {
 	return nil
 }
 
+// seed creates, in order, what each next step needs: the namespaces, the
+// CRDs, the controllers, and once the CRDs are served, the mapped objects.
+// What exists already is left as it is, so that a second run is harmless.
 func seed(kubeconfig string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -74,14 +78,13 @@ func seed(kubeconfig string) error {
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("building the client: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("building the dynamic client: %w", err)
 	}
-	const fleetNS, fluxNS = "cattle-fleet-system", "flux-system"
-	for _, ns := range []string{fleetNS, fluxNS, "fleet-default"} {
+	for _, ns := range []string{fleetNS, fluxNS, objectsNS} {
 		if err := ignoreExists(kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("namespace %s: %w", ns, err)
 		}
@@ -91,7 +94,23 @@ func seed(kubeconfig string) error {
 			return fmt.Errorf("CRD %s: %w", gvr.Resource, err)
 		}
 	}
-	// The controllers run as their own ServiceAccounts, as installed.
+	if err := createControllers(ctx, kube); err != nil {
+		return err
+	}
+	if err := waitServed(ctx, dyn); err != nil {
+		return err
+	}
+	return createObjects(ctx, dyn)
+}
+
+// The namespaces the demo fills: Fleet's and Flux's own, and the one of
+// the mapped objects.
+const fleetNS, fluxNS, objectsNS = "cattle-fleet-system", "flux-system", "fleet-default"
+
+// createControllers creates Fleet's and Flux's controller Deployments with
+// their ServiceAccounts (they run as their own, as installed) and Fleet's
+// metrics Services.
+func createControllers(ctx context.Context, kube kubernetes.Interface) error {
 	for _, sa := range append(testfixture.FleetServiceAccounts(fleetNS), testfixture.FluxServiceAccounts(fluxNS)...) {
 		if err := ignoreExists(kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("serviceaccount %s: %w", sa.Name, err)
@@ -109,7 +128,12 @@ func seed(kubeconfig string) error {
 			return fmt.Errorf("service %s: %w", svc.Name, err)
 		}
 	}
-	// The CRDs are served a moment after they are created.
+	return nil
+}
+
+// waitServed waits until every mapped kind can be listed: the CRDs are
+// served a moment after they are created.
+func waitServed(ctx context.Context, dyn dynamic.Interface) error {
 	for _, gvr := range mappedKinds() {
 		for {
 			if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
@@ -122,6 +146,12 @@ func seed(kubeconfig string) error {
 			}
 		}
 	}
+	return nil
+}
+
+// createObjects creates a few GitRepos and HelmReleases on two shards, each
+// with the label its controllers shard by.
+func createObjects(ctx context.Context, dyn dynamic.Interface) error {
 	objects := []struct {
 		kind        int
 		name, shard string
@@ -135,7 +165,7 @@ func seed(kubeconfig string) error {
 		if gvr == testfixture.HelmReleases {
 			label = source.FluxShardKeyLabel
 		}
-		if err := ignoreExists(dyn.Resource(gvr).Namespace("fleet-default").Create(ctx, testfixture.Object(gvr, "fleet-default", o.name, label, o.shard), metav1.CreateOptions{})); err != nil {
+		if err := ignoreExists(dyn.Resource(gvr).Namespace(objectsNS).Create(ctx, testfixture.Object(gvr, objectsNS, o.name, label, o.shard), metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("%s %s: %w", gvr.Resource, o.name, err)
 		}
 	}

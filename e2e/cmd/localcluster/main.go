@@ -47,12 +47,12 @@ func run(args []string) (err error) {
 	if *workDir == "" {
 		return errors.New("--work-dir is required")
 	}
-	if err := os.MkdirAll(*workDir, 0o755); err != nil {
+	if err := os.MkdirAll(*workDir, 0o750); err != nil {
 		return fmt.Errorf("create work directory: %w", err)
 	}
 
 	pidFile := filepath.Join(*workDir, "localcluster.pid")
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write pid file: %w", err)
 	}
 	defer func() {
@@ -101,7 +101,7 @@ func copyFile(src, dst string) error {
 		return fmt.Errorf("open kubeconfig: %w", err)
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 		return fmt.Errorf("create directory for %s: %w", dst, err)
 	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)

@@ -53,9 +53,7 @@ type failure struct {
 // report copies the progress of the run read from in to out, then the
 // output of each failure. It reports whether anything failed.
 func report(in io.Reader, out io.Writer) (bool, error) {
-	running := map[string]*strings.Builder{}
-	var failures []failure
-	passed := 0
+	r := &run{out: out, running: map[string]*strings.Builder{}}
 	sc := bufio.NewScanner(in)
 	// A test's output line may be long: a dumped log, a YAML object.
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
@@ -65,52 +63,75 @@ func report(in io.Reader, out io.Writer) (bool, error) {
 			fmt.Fprintln(out, sc.Text())
 			continue
 		}
-		name := ev.Test
-		if name == "" {
-			name = "package " + ev.Package
-		}
-		switch ev.Action {
-		case "run":
-			fmt.Fprintf(out, "=== RUN   %s\n", name)
-		case "output":
-			b := running[name]
-			if b == nil {
-				b = &strings.Builder{}
-				running[name] = b
-			}
-			b.WriteString(ev.Output)
-		case "pass", "skip":
-			if ev.Test != "" {
-				fmt.Fprintf(out, "--- %s: %s (%.1fs)\n", strings.ToUpper(ev.Action), name, ev.Elapsed)
-				if ev.Action == "pass" {
-					passed++
-				}
-			}
-			delete(running, name)
-		case "fail":
-			fmt.Fprintf(out, "--- FAIL: %s (%.1fs)\n", name, ev.Elapsed)
-			var output string
-			if b := running[name]; b != nil {
-				output = b.String()
-			}
-			failures = append(failures, failure{name: name, output: output})
-			delete(running, name)
-		}
+		r.record(ev)
 	}
 	if err := sc.Err(); err != nil {
 		return true, fmt.Errorf("read the test output: %w", err)
 	}
+	return r.summarize(), nil
+}
+
+// run is what report knows of the run so far.
+type run struct {
+	out io.Writer
+	// running holds the output of each test (or package) that has not
+	// ended yet, by name.
+	running  map[string]*strings.Builder
+	failures []failure
+	passed   int
+}
+
+// record takes one event: it shows a test's start and end, keeps the
+// output of a test until it ends, and keeps it for the end only if the
+// test failed.
+func (r *run) record(ev event) {
+	name := ev.Test
+	if name == "" {
+		name = "package " + ev.Package
+	}
+	switch ev.Action {
+	case "run":
+		fmt.Fprintf(r.out, "=== RUN   %s\n", name)
+	case "output":
+		b := r.running[name]
+		if b == nil {
+			b = &strings.Builder{}
+			r.running[name] = b
+		}
+		b.WriteString(ev.Output)
+	case "pass", "skip":
+		if ev.Test != "" {
+			fmt.Fprintf(r.out, "--- %s: %s (%.1fs)\n", strings.ToUpper(ev.Action), name, ev.Elapsed)
+			if ev.Action == "pass" {
+				r.passed++
+			}
+		}
+		delete(r.running, name)
+	case "fail":
+		fmt.Fprintf(r.out, "--- FAIL: %s (%.1fs)\n", name, ev.Elapsed)
+		var output string
+		if b := r.running[name]; b != nil {
+			output = b.String()
+		}
+		r.failures = append(r.failures, failure{name: name, output: output})
+		delete(r.running, name)
+	}
+}
+
+// summarize prints the output of every failure, then the counts and the
+// names of the failures, and reports whether anything failed.
+func (r *run) summarize() bool {
 	// A test that never ended is where a run that timed out or was killed
 	// hung.
-	for _, name := range slices.Sorted(maps.Keys(running)) {
-		failures = append(failures, failure{name: name + " (did not end)", output: running[name].String()})
+	for _, name := range slices.Sorted(maps.Keys(r.running)) {
+		r.failures = append(r.failures, failure{name: name + " (did not end)", output: r.running[name].String()})
 	}
-	for _, f := range failures {
-		fmt.Fprintf(out, "\n===== output of %s\n%s", f.name, f.output)
+	for _, f := range r.failures {
+		fmt.Fprintf(r.out, "\n===== output of %s\n%s", f.name, f.output)
 	}
-	fmt.Fprintf(out, "\n%d passed, %d failed\n", passed, len(failures))
-	for _, f := range failures {
-		fmt.Fprintf(out, "FAIL %s\n", f.name)
+	fmt.Fprintf(r.out, "\n%d passed, %d failed\n", r.passed, len(r.failures))
+	for _, f := range r.failures {
+		fmt.Fprintf(r.out, "FAIL %s\n", f.name)
 	}
-	return len(failures) > 0, nil
+	return len(r.failures) > 0
 }
