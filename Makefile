@@ -346,3 +346,18 @@ bench: $(CONTROL_PLANE) build ## Measure convergence, placement, memory, decisio
 clean: ## Remove build output (the cached control plane too).
 	rm -rf $(BIN) $(DEMO_DIR)
 
+# --- flux controllers ---
+# Flux's own source-, kustomize- and helm-controller, at the versions Flux
+# v2.9.5 ships, built from the Go module proxy as the control plane is
+# (static, -trimpath, stripped), each rebuilt when its go.mod or go.sum
+# changes. Each has a module of its own under e2e/fluxtools, out of go.work
+# (GOWORK=off), so that each is built with the versions its own go.mod
+# selects: they disagree on go-digest, for one.
+FLUX_CONTROLLERS := source-controller kustomize-controller helm-controller
+
+.PHONY: flux-controllers
+flux-controllers: $(addprefix $(BIN)/,$(FLUX_CONTROLLERS)) ## Build Flux v2.9.5's source-, kustomize- and helm-controller into bin/ (cached).
+
+$(addprefix $(BIN)/,$(FLUX_CONTROLLERS)): $(BIN)/%: e2e/fluxtools/%/go.mod e2e/fluxtools/%/go.sum
+	@mkdir -p $(BIN)
+	cd e2e/fluxtools/$* && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ github.com/fluxcd/$*

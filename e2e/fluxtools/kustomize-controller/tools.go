@@ -1,0 +1,7 @@
+//go:build tools
+
+// Package tools pins kustomize-controller's main package, so that go mod tidy
+// keeps every module the binary is built from.
+package tools
+
+import _ "github.com/fluxcd/kustomize-controller"
