@@ -11,7 +11,7 @@ GO_LDFLAGS := -s -w -X github.com/shardkeeper/shardkeeper/pkg/version.Version=$(
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VER)
 CONTROL_PLANE := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kwok $(BIN)/kwok-stages/.done
 DEMO_DIR   := $(CURDIR)/.demo
-E2E_TIMEOUT ?= 30m
+E2E_TIMEOUT ?= 45m
 FUZZ_TIME  ?= 1m
 
 export SHARDKEEPER_BIN_DIR := $(BIN)
@@ -233,10 +233,11 @@ HELM           := HELM_CACHE_HOME=$(BIN)/.helm/cache HELM_CONFIG_HOME=$(BIN)/.he
 CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-than-forty-chars' 'shards={shard0,Bad_ID}' \
   'replicaCount=two' 'logLevel=trace' 'presets.flux.namespace=Flux_System' 'shards[0].id=gpu,shards[0].image=evil' 'unknownKey=1' \
   'resources.limits.memory=lots' 'extraSourceMetricsServices[0]=no-service-named' 'extraSourceRequiredArgs[0]=ns/name=not-a-flag' \
-  'placement.failoverAfter=soon'
+  'placement.failoverAfter=soon' 'presets.flux.shardKey=Sharding.fluxcd.io/key' 'presets.flux.shardKey=sharding.fluxcd.io/'
 CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true' \
   'metrics.prometheusRule.enabled=true' 'metrics.dashboard.enabled=true' \
-  'image.repository=ghcr.io/shardkeeper/shardkeeper' 'shards=a-thirty-character-shard-id-xy'
+  'image.repository=ghcr.io/shardkeeper/shardkeeper' 'shards=a-thirty-character-shard-id-xy' \
+  'presets.fleet.enabled=false,presets.flux.enabled=true,shards=a-thirty-six-character-flux-shard-id'
 # chart-refuses checks that helm template refuses each --set value of $(1)
 # with an error containing $(2): refused by $(3), not by something else.
 chart-refuses = for bad in $(1); do \
@@ -276,6 +277,21 @@ chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set 
 	  if $(HELM) template shardkeeper $(CHART) --show-only templates/configmap.yaml | grep -q 'placement:'; then \
 	    echo "a placement key rendered without placement.failoverAfter"; exit 1; fi; \
 	  echo "placement.failoverAfter: seeds the placement key, and only then"
+	@flux='--set presets.fleet.enabled=false --set presets.flux.enabled=true'; \
+	  if $(HELM) template shardkeeper $(CHART) --show-only templates/deployment.yaml | grep -q -- '--flux-shard-key'; then \
+	    echo "--flux-shard-key rendered without presets.flux"; exit 1; fi; \
+	  $(HELM) template shardkeeper $(CHART) --show-only templates/deployment.yaml $$flux --set presets.flux.shardKey=example.com/shard | \
+	    grep -qF -- '- --flux-shard-key=example.com/shard' || { echo "presets.flux.shardKey is not passed as --flux-shard-key"; exit 1; }; \
+	  $(HELM) template shardkeeper $(CHART) $$flux --set shards=a-thirty-five-char-flux-shard-id-xy >/dev/null || \
+	    { echo "a 35-character shard ID refused with the Flux preset alone"; exit 1; }; \
+	  rbac=$$($(HELM) template shardkeeper $(CHART) --show-only templates/rbac.yaml $$flux --set placement.enabled=true); \
+	  for want in 'resources: ["buckets","gitrepositories","helmcharts","helmrepositories","ocirepositories"]' \
+	    'resources: ["kustomizations"]' 'resources: ["imagepolicies","imagerepositories","imageupdateautomations"]' \
+	    'resources: ["artifactgenerators"]' 'resources: [services]'; do \
+	    grep -qF -- "$$want" <<<"$$rbac" || { echo "with presets.flux: no rule with $$want"; exit 1; }; done; \
+	  grep -A1 -F 'resources: ["helmreleases"]' <<<"$$rbac" | grep -qF 'verbs: [get, list, watch, patch]' || \
+	    { echo "with presets.flux and placement: HelmReleases not readable and patchable"; exit 1; }; \
+	  echo "presets.flux: --flux-shard-key, 35-character IDs, its kinds and Services in the RBAC"
 	@$(call chart-refuses,$(CHART_SCHEMA_REFUSES),don't meet the specifications of the schema,the schema)
 	@$(call chart-refuses,$(CHART_TEMPLATE_REFUSES),execution error,the chart's checks)
 
@@ -361,3 +377,6 @@ flux-controllers: $(addprefix $(BIN)/,$(FLUX_CONTROLLERS)) ## Build Flux v2.9.5'
 $(addprefix $(BIN)/,$(FLUX_CONTROLLERS)): $(BIN)/%: e2e/fluxtools/%/go.mod e2e/fluxtools/%/go.sum
 	@mkdir -p $(BIN)
 	cd e2e/fluxtools/$* && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ github.com/fluxcd/$*
+
+# TestRealFluxControllers runs them as the shards that shardkeeper makes.
+test-e2e: $(addprefix $(BIN)/,$(FLUX_CONTROLLERS))

@@ -31,12 +31,17 @@ func shardIDs(n int) []string {
 }
 
 // clones returns "namespace/name" of every shard Deployment the daemon
-// makes for ids: one per source, named <source>-shard-<id>.
+// makes for ids: one per source, named <source>-shard-<id> (Fleet's) or
+// <source>-<id> (Flux's).
 func clones(ids []string) map[string]bool {
 	out := map[string]bool{}
 	for _, id := range ids {
 		for _, s := range sources() {
-			out[s.Namespace+"/"+s.Name+"-shard-"+id] = true
+			sep := "-shard-"
+			if s.Namespace == fluxNS {
+				sep = "-"
+			}
+			out[s.Namespace+"/"+s.Name+sep+id] = true
 		}
 	}
 	return out

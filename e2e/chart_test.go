@@ -51,6 +51,22 @@ const (
 	chartFieldManager = "shardkeeper-e2e"
 )
 
+// chartFluxKinds are the kinds of the Flux preset, as pkg/source lists them
+// (fluxKinds): the chart grants rights on all of them.
+var chartFluxKinds = func() []schema.GroupVersionResource {
+	gvr := func(group, version, resource string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
+	}
+	const sources, images = "source.toolkit.fluxcd.io", "image.toolkit.fluxcd.io"
+	return []schema.GroupVersionResource{
+		gvr(sources, "v1", "gitrepositories"), gvr(sources, "v1", "ocirepositories"), gvr(sources, "v1", "helmrepositories"),
+		gvr(sources, "v1", "helmcharts"), gvr(sources, "v1", "buckets"),
+		gvr("kustomize.toolkit.fluxcd.io", "v1", "kustomizations"), helmReleases,
+		gvr(images, "v1", "imagerepositories"), gvr(images, "v1", "imagepolicies"), gvr(images, "v1", "imageupdateautomations"),
+		gvr("source.extensions.fluxcd.io", "v1beta1", "artifactgenerators"),
+	}
+}()
+
 // TestChartRenderAndApply renders the chart for two sets of values and
 // applies every object to the API server, then checks what its
 // ServiceAccount may and may not do.
@@ -69,6 +85,19 @@ func TestChartRenderAndApply(t *testing.T) {
 	}
 	placementRBAC := defaultRBAC
 	placementRBAC.placement = true
+	fullRBAC := chartRBAC{
+		sourceNamespaces:  []string{"cattle-fleet-system", "flux-system"},
+		serviceNamespaces: []string{"cattle-fleet-system", "flux-system"},
+		otherNamespaces:   []string{"default", "kube-system"},
+		mapped:            append([]schema.GroupVersionResource{gitRepos, helmOps}, chartFluxKinds...),
+		fleet:             true,
+		flux:              true,
+		lease:             true,
+	}
+	fullPlacementRBAC := fullRBAC
+	fullPlacementRBAC.placement = true
+	fullKinds := map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 3, "RoleBinding": 3,
+		"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1}
 	sets := []struct {
 		name, release, namespace string
 		args                     []string
@@ -89,14 +118,14 @@ func TestChartRenderAndApply(t *testing.T) {
 		kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 3, "RoleBinding": 3,
 			"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1,
 			"Service": 1, "ServiceMonitor": 1},
-		rbac: chartRBAC{
-			sourceNamespaces:  []string{"cattle-fleet-system", "flux-system"},
-			serviceNamespaces: []string{"cattle-fleet-system"},
-			otherNamespaces:   []string{"default", "kube-system"},
-			mapped:            []schema.GroupVersionResource{gitRepos, helmOps, helmReleases},
-			fleet:             true,
-			lease:             true,
-		},
+		rbac: fullRBAC,
+	}, {
+		name:      "fleet and flux with placement",
+		release:   "skfullplace",
+		namespace: "chart-full-place",
+		args:      []string{"-f", chartDir + "/ci/fleet-flux-values.yaml", "--set", "placement.enabled=true"},
+		kinds:     fullKinds,
+		rbac:      fullPlacementRBAC,
 	}, {
 		name:      "placement allowed",
 		release:   "skplace",
@@ -310,19 +339,23 @@ type chartRBAC struct {
 	namespace, serviceAccount, configMap string
 	// sourceNamespaces hold the controllers it clones; otherNamespaces are
 	// namespaces where it must not touch Deployments. serviceNamespaces
-	// are the source namespaces where it manages the shards' metrics
-	// Services (Fleet's).
+	// are the source namespaces where it manages the shards' copies of
+	// Services (Fleet's and Flux's).
 	sourceNamespaces, otherNamespaces, serviceNamespaces []string
 	// mapped are listed cluster-wide; unmapped are not.
 	mapped, unmapped []schema.GroupVersionResource
 	// fleet: the Fleet preset's kinds are mapped, so Bundles and
 	// BundleDeployments are listed cluster-wide too (counted, never
-	// written), and with placement GitRepos may also be read one by one.
+	// written), and with placement GitRepos and HelmOps may also be read
+	// one by one.
 	fleet bool
+	// flux: the Flux preset's kinds are mapped, so with placement
+	// HelmReleases may also be read one by one.
+	flux  bool
 	lease bool
 	// placement: the mapped kinds may be patched (Bundles and
-	// BundleDeployments never), GitRepos read with the Fleet preset, and
-	// nothing more.
+	// BundleDeployments never), GitRepos and HelmOps read with the Fleet
+	// preset, HelmReleases with the Flux preset, and nothing more.
 	placement bool
 }
 
@@ -357,8 +390,8 @@ func (r chartRBAC) cases() []accessCase {
 	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	for _, sns := range r.sourceNamespaces {
 		add(true, all, "apps", "deployments", sns, "")
-		// The shard copies' metrics Services (monitoring-<source>-shard-<id>),
-		// only where a source has a metrics Service.
+		// The shard copies of Services (Fleet's monitoring-<source>-shard-<id>,
+		// Flux's source-controller-<id>), only where a source has a Service.
 		services := slices.Contains(r.serviceNamespaces, sns)
 		add(services, []string{"list", "watch", "create", "update", "delete"}, "", "services", sns, "")
 		add(false, []string{"get", "patch"}, "", "services", sns, "")
@@ -378,9 +411,12 @@ func (r chartRBAC) cases() []accessCase {
 
 	for _, m := range r.mapped {
 		add(true, []string{"list", "watch"}, m.Group, m.Resource, "", "")
-		// Placement reads a GitRepo's spec.forceSyncGeneration before it
-		// bumps it on a move: with the Fleet preset only.
-		add(r.placement && r.fleet && m == gitRepos, []string{"get"}, m.Group, m.Resource, ns, "x")
+		// Placement reads the whole object before a move that bumps a
+		// GitRepo's spec.forceSyncGeneration or labels a HelmOp's
+		// spec.labels (Fleet preset) or a HelmRelease's spec.chart (Flux
+		// preset).
+		get := r.fleet && (m == gitRepos || m == helmOps) || r.flux && m == helmReleases
+		add(r.placement && get, []string{"get"}, m.Group, m.Resource, ns, "x")
 		add(false, []string{"create", "update", "delete"}, m.Group, m.Resource, ns, "x")
 		add(r.placement, []string{"patch"}, m.Group, m.Resource, ns, "x")
 		add(false, []string{"create", "update", "delete"}, m.Group, m.Resource, "", "")

@@ -155,7 +155,7 @@ func crashStorm(name string, seed uint64) func(t *testing.T) {
 
 		for _, name := range deleted.list() {
 			for _, g := range guarded {
-				assert.False(t, strings.HasSuffix(name, "-shard-"+g), "%s was deleted although %s has mapped objects and was never forced", name, g)
+				assert.False(t, strings.HasSuffix(name, "-"+g), "%s was deleted although %s has mapped objects and was never forced", name, g)
 			}
 		}
 		got := s.deployments()["gitjob-shard-u4"]

@@ -429,9 +429,11 @@ func (s *scenario) deployments() map[string]*appsv1.Deployment {
 func clones(ids ...string) []string {
 	var out []string
 	for _, id := range ids {
-		for _, src := range []string{"fleet-controller", "gitjob", "helmops", "helm-controller"} {
+		for _, src := range []string{"fleet-controller", "gitjob", "helmops"} {
 			out = append(out, src+"-shard-"+id)
 		}
+		// Named as Flux names its shards.
+		out = append(out, "helm-controller-"+id)
 	}
 	return out
 }
@@ -455,7 +457,7 @@ func (s *scenario) waitShards(ids ...string) {
 			}
 		}
 		for n, d := range got {
-			if strings.Contains(n, "-shard-") && d.Labels["app.kubernetes.io/managed-by"] == "shardkeeper" && !want[n] {
+			if d.Labels["app.kubernetes.io/managed-by"] == "shardkeeper" && !want[n] {
 				return fmt.Errorf("%s still exists", n)
 			}
 		}

@@ -169,8 +169,9 @@ func TestPlacement(t *testing.T) {
 	_, err := dyn.Resource(gitRepos).Namespace(s.fleetNS).Create(s.ctx, outside, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	s.unlabelled(gitRepos, "repo", 150)
-	s.unlabelled(helmReleases, "release", 150)
+	// GitRepos only: Flux's objects are placed a namespace at a time
+	// (TestRealFluxControllers), and these tests count single objects.
+	s.unlabelled(gitRepos, "repo", 300)
 
 	t.Run("new objects are spread over the shards", func(t *testing.T) {
 		s.t = t
@@ -266,7 +267,7 @@ func TestPlacementAuto(t *testing.T) {
 
 	// 50 objects are under 120% of what 2 shards hold (48 is the line):
 	// 58 is over it.
-	s.unlabelled(helmReleases, "release", 18)
+	s.unlabelled(gitRepos, "later", 18)
 	s.waitShards("shard-0", "shard-1", "shard-2")
 	s.waitBalanced(4, "shard-0", "shard-1", "shard-2")
 
@@ -340,7 +341,7 @@ func (s *scenario) takeDown(id string) {
 		list, err := kube.AppsV1().ReplicaSets(ns).List(s.ctx, metav1.ListOptions{})
 		require.NoError(s.t, err)
 		for _, rs := range list.Items {
-			owned := len(rs.OwnerReferences) > 0 && strings.HasSuffix(rs.OwnerReferences[0].Name, "-shard-"+id)
+			owned := len(rs.OwnerReferences) > 0 && strings.HasSuffix(rs.OwnerReferences[0].Name, "-"+id)
 			if owned && rs.Spec.Template.Spec.NodeSelector["shardkeeper.io/test-pool"] != "nowhere" {
 				require.NoError(s.t, kube.AppsV1().ReplicaSets(ns).Delete(s.ctx, rs.Name, metav1.DeleteOptions{}))
 			}

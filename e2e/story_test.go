@@ -45,7 +45,7 @@ func TestUserStory(t *testing.T) {
 	assert.Len(t, d.Spec.Template.Spec.Containers, 1)
 	assert.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--shard-id=s1")
 	assert.Equal(t, "s1", d.Spec.Template.Labels["fleet.cattle.io/shard-id"])
-	assert.Contains(t, s.deployments()["helm-controller-shard-s1"].Spec.Template.Spec.Containers[0].Args,
+	assert.Contains(t, s.deployments()["helm-controller-s1"].Spec.Template.Spec.Containers[0].Args,
 		"--watch-label-selector=sharding.fluxcd.io/key=s1")
 
 	t.Run("add shards with a patch", func(t *testing.T) {
@@ -224,8 +224,8 @@ func TestUserStory(t *testing.T) {
 			return nil
 		})
 		s.waitEvent(status.ReasonShardRestored, "gitjob-shard-s1 of shard s1 was changed by hand")
-		require.NoError(t, kube.AppsV1().Deployments(s.fluxNS).Delete(s.ctx, "helm-controller-shard-s1", metav1.DeleteOptions{}))
-		s.waitEvent(status.ReasonShardRestored, "helm-controller-shard-s1 of shard s1 was missing")
+		require.NoError(t, kube.AppsV1().Deployments(s.fluxNS).Delete(s.ctx, "helm-controller-s1", metav1.DeleteOptions{}))
+		s.waitEvent(status.ReasonShardRestored, "helm-controller-s1 of shard s1 was missing")
 		s.waitShards("s1")
 	})
 
@@ -274,8 +274,8 @@ func TestSourceNotShardAware(t *testing.T) {
 	})
 	holds(t, 3*time.Second, "no copy beside a controller that watches everything", func() error {
 		got := s.deployments()
-		if got["helm-controller-shard-u1"] != nil {
-			return errors.New("helm-controller-shard-u1 created")
+		if got["helm-controller-u1"] != nil {
+			return errors.New("helm-controller-u1 created")
 		}
 		if got["fleet-controller-shard-u1"] == nil {
 			return errors.New("the other sources' copies are created as usual")
@@ -298,7 +298,7 @@ func TestSourceNotShardAware(t *testing.T) {
 
 	// An upgrade drops the patch: the copy is left as it is, and the
 	// warning is back.
-	copyImage := s.deployments()["helm-controller-shard-u1"].Spec.Template.Spec.Containers[0].Image
+	copyImage := s.deployments()["helm-controller-u1"].Spec.Template.Spec.Containers[0].Image
 	_, err = kube.AppsV1().Deployments(s.fluxNS).Patch(s.ctx, "helm-controller", types.JSONPatchType,
 		[]byte(`[{"op":"remove","path":"/spec/template/spec/containers/0/args/5"},{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.k8s.io/pause:3.9"}]`), metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -309,7 +309,7 @@ func TestSourceNotShardAware(t *testing.T) {
 		return nil
 	})
 	holds(t, 3*time.Second, "the existing copy is left as it is", func() error {
-		d := s.deployments()["helm-controller-shard-u1"]
+		d := s.deployments()["helm-controller-u1"]
 		if d == nil || d.Spec.Template.Spec.Containers[0].Image != copyImage {
 			return errors.New("the copy was changed or deleted")
 		}

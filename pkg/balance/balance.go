@@ -34,6 +34,12 @@ type Object struct {
 	// so it can wait, or its assignment starts work, such as a git Job,
 	// that must not start for a whole estate at once.
 	Paced bool
+	// Group, when set, makes the object one unit of placement with every
+	// other object of the same Group: they live on one shard, and move
+	// together, in one round, or not at all. An object of the group that
+	// is not Movable but has a shard holds the group on that shard (a
+	// pin). "" makes the object a unit of its own.
+	Group string
 }
 
 // Input is everything one placement round decides from.
@@ -60,8 +66,15 @@ type Input struct {
 	// rebalances and the assignments of Paced objects), so that a round
 	// never relabels half the fleet at once. The other assignments are not
 	// bounded: nothing serves those objects until they have a shard. <= 0
-	// means no paced moves.
+	// means no paced moves. A group costs as many moves as it moves
+	// objects.
 	MaxMoves int
+	// FreshWindow says that MaxMoves is the whole budget of a pacing
+	// window, none of it spent: a group that moves more objects than that
+	// may then move, alone, as the round's first paced move. Otherwise it
+	// could never move at all; the caller carries the excess over to the
+	// next windows.
+	FreshWindow bool
 	// Cooldown keeps rebalance off an object placement moved less than this
 	// long ago, so that objects do not flap. Drain ignores it: the shard is
 	// going away.
@@ -81,6 +94,10 @@ const (
 	Rebalance Reason = "Rebalance"
 	// Failover: the object left a shard whose controllers are down.
 	Failover Reason = "Failover"
+	// Regroup: the object joined the shard its group lives on, from
+	// another target: the one a pin holds the group on, or the one most
+	// of the group is on after a move that did not complete.
+	Regroup Reason = "Regroup"
 )
 
 // Move relabels one object from shard From ("" for an assignment) to To.
@@ -95,11 +112,12 @@ type Move struct {
 
 // Moves returns the moves of one round, in the order they should be applied:
 // the assignments that cannot wait first, then drains and failovers, then
-// the assignments that can, then rebalancing, each step seeing the loads
-// left by the previous ones. The result depends only on in, not on the
-// order of in.Objects.
+// the moves that bring a group together, then the assignments that can
+// wait, then rebalancing, each step seeing the loads left by the previous
+// ones. A group (Object.Group) moves as one unit; an object of no group is
+// a unit of its own. The result depends only on in, not on the order of
+// in.Objects.
 func Moves(in Input) []Move {
-	failing := set(in.FailingOver)
 	draining := set(append(slices.Clone(in.Draining), in.FailingOver...))
 	var targets []string
 	for _, t := range set(in.Targets) {
@@ -113,131 +131,356 @@ func Moves(in Input) []Move {
 
 	objs := slices.Clone(in.Objects)
 	slices.SortFunc(objs, compareObjects)
-	g := group(objs, targets, draining, in.Now, in.Cooldown)
-
-	a := newAssigner(objs, targets, g.loads)
-	for _, i := range g.unlabelled {
-		a.toLightest(i, Assign, false)
+	r := &round{objs: objs, targets: targets, draining: draining, failing: set(in.FailingOver)}
+	q := r.sort(unitsOf(objs), in.Now, in.Cooldown)
+	a := newAssigner(r, loads(objs, targets))
+	// Only the moves nobody can wait for: unlabelled objects that no
+	// controller serves.
+	for _, it := range q.joins {
+		a.join(it, false)
+	}
+	for _, it := range q.unlabelled {
+		a.toLightest(it, false)
 	}
 	// Objects that leave a shard go before the assignments that wait: a
 	// shard that is down serves nothing, the unsharded controller does.
-	budget := max(in.MaxMoves, 0)
-	for _, i := range append(g.leaving, g.waiting...) {
-		if budget == 0 {
+	// The order is kept: a unit that does not fit the budget waits for
+	// the next window rather than be overtaken, so none waits for ever.
+	p := pacer{budget: max(in.MaxMoves, 0), fresh: in.FreshWindow}
+	for _, it := range slices.Concat(q.leaving, q.joins, q.waiting) {
+		if !p.take(r.cost(it)) {
+			p.budget = 0
 			break
 		}
-		a.toLightest(i, pacedReason(objs[i], failing), true)
-		budget--
+		if it.home != "" {
+			a.join(it, true)
+		} else {
+			a.toLightest(it, true)
+		}
 	}
+	loads := make(map[string]int, len(targets))
 	for _, s := range a.h {
-		g.loads[s.name] = s.load
+		loads[s.name] = s.load
 	}
-
-	return append(a.moves, rebalance(objs, targets, g.loads, g.cands, max(in.Threshold, 1), budget)...)
+	return append(a.moves, r.rebalance(loads, q.cands, max(in.Threshold, 1), &p)...)
 }
 
-// groups are a round's objects as Moves treats them, each an index into
-// the sorted objects.
-type groups struct {
-	// loads is the load of every target before the round.
-	loads map[string]int
-	// unlabelled are assigned at once; waiting (Paced) are assigned within
-	// the budget.
-	unlabelled, waiting []int
-	// leaving are on a draining or failing shard.
-	leaving []int
-	// cands are, per target, the objects rebalance may move.
-	cands map[string][]int
+// round is what Moves decides from, sorted.
+type round struct {
+	// objs are the objects sorted by key; units index them.
+	objs []Object
+	// targets receive objects; draining (failing included) lose theirs.
+	targets, draining, failing []string
 }
 
-// group sorts objs into groups, each group heaviest first.
-func group(objs []Object, targets, draining []string, now time.Time, cooldown time.Duration) groups {
-	g := groups{loads: make(map[string]int, len(targets)), cands: make(map[string][]int, len(targets))}
-	for _, t := range targets {
-		g.loads[t] = 0
-	}
+// unit is what moves as one: a whole group, or an object of no group.
+type unit struct {
+	// members index the round's objects, in key order.
+	members []int
+}
+
+// unitsOf returns the units of objs, in the order of their first members.
+func unitsOf(objs []Object) []unit {
+	var out []unit
+	byGroup := map[string]int{}
 	for i, o := range objs {
-		if _, ok := g.loads[o.Shard]; ok {
-			g.loads[o.Shard] += weight(o)
-			if o.Movable && !cooling(o, now, cooldown) {
-				g.cands[o.Shard] = append(g.cands[o.Shard], i)
+		if o.Group == "" {
+			out = append(out, unit{members: []int{i}})
+			continue
+		}
+		j, ok := byGroup[o.Group]
+		if !ok {
+			j = len(out)
+			byGroup[o.Group] = j
+			out = append(out, unit{})
+		}
+		out[j].members = append(out[j].members, i)
+	}
+	return out
+}
+
+// item is a unit on its way: to home when that is fixed, else to the
+// lightest target.
+type item struct {
+	u    unit
+	home string
+	// weight is the load its moving objects add, for the heaviest-first
+	// orders.
+	weight int
+}
+
+// queues are a round's units as Moves treats them.
+type queues struct {
+	// unlabelled are assigned at once; waiting (Paced) within the budget.
+	unlabelled, waiting []item
+	// leaving are on draining or failing shards.
+	leaving []item
+	// joins have objects to bring to the shard their group lives on.
+	joins []item
+	// cands are, per target, the units rebalance may move.
+	cands map[string][]item
+}
+
+// action is what becomes of a unit in a round.
+type action int
+
+const (
+	stay action = iota
+	// assignNew: none of its objects has a shard; it goes to the lightest
+	// target.
+	assignNew
+	// leave: its shard is draining or failing; it goes to the lightest
+	// target.
+	leave
+	// join: the objects not on its home go there.
+	join
+	// candidate: wholly on its home, which rebalance may move it off.
+	candidate
+)
+
+// sort sorts units into queues, each queue heaviest first but for joins,
+// which are in unit order.
+func (r *round) sort(units []unit, now time.Time, cooldown time.Duration) queues {
+	q := queues{cands: map[string][]item{}}
+	for _, u := range units {
+		act, home := r.decide(u, now, cooldown)
+		it := item{u: u, home: home, weight: r.weight(u, home)}
+		switch act {
+		case assignNew:
+			if r.paced(u) {
+				q.waiting = append(q.waiting, it)
+			} else {
+				q.unlabelled = append(q.unlabelled, it)
 			}
-			continue
-		}
-		if !o.Movable {
-			continue
-		}
-		if o.Shard == "" && o.Paced {
-			g.waiting = append(g.waiting, i)
-		} else if o.Shard == "" {
-			g.unlabelled = append(g.unlabelled, i)
-		} else if _, ok := slices.BinarySearch(draining, o.Shard); ok {
-			g.leaving = append(g.leaving, i)
+		case leave:
+			q.leaving = append(q.leaving, it)
+		case join:
+			q.joins = append(q.joins, it)
+		case candidate:
+			it.home, it.weight = "", r.weight(u, "")
+			q.cands[home] = append(q.cands[home], it)
+		case stay:
 		}
 	}
-
-	// Heaviest first is LPT greedy: the light objects placed last fill the
-	// gaps the heavy ones left. objs is sorted by key, so a stable sort keeps
-	// key order among equal weights.
-	heaviestFirst := func(a, b int) int { return cmp.Compare(weight(objs[b]), weight(objs[a])) }
-	slices.SortStableFunc(g.unlabelled, heaviestFirst)
-	slices.SortStableFunc(g.leaving, heaviestFirst)
-	slices.SortStableFunc(g.waiting, heaviestFirst)
-	return g
+	// Heaviest first is LPT greedy: the light units placed last fill the
+	// gaps the heavy ones left. Units are in key order, so a stable sort
+	// keeps key order among equal weights.
+	heaviestFirst := func(a, b item) int { return cmp.Compare(b.weight, a.weight) }
+	slices.SortStableFunc(q.unlabelled, heaviestFirst)
+	slices.SortStableFunc(q.leaving, heaviestFirst)
+	slices.SortStableFunc(q.waiting, heaviestFirst)
+	return q
 }
 
-// pacedReason is why the paced move of o is made: it has no shard yet, or
-// it leaves a failing or a draining one.
-func pacedReason(o Object, failing []string) Reason {
-	if o.Shard == "" {
+// decide says what becomes of u this round, and the shard it lives on
+// when that is fixed. An object that may not move holds its unit on its
+// shard; two that hold it on different shards keep the whole unit where
+// it is. A unit whose objects are on several shards (a move that did not
+// complete) joins the target that holds most of its weight.
+func (r *round) decide(u unit, now time.Time, cooldown time.Duration) (action, string) {
+	var held, placed []string
+	weightOn := map[string]int{}
+	movable, unlabelled, cool := false, false, false
+	for _, i := range u.members {
+		o := r.objs[i]
+		switch {
+		case !o.Movable && o.Shard != "":
+			held = append(held, o.Shard)
+		case !o.Movable:
+		case o.Shard == "":
+			movable, unlabelled = true, true
+		case !r.isTarget(o.Shard) && !r.isDraining(o.Shard):
+			// Left alone, and so is the rest of its unit.
+			return stay, ""
+		default:
+			movable = true
+			placed = append(placed, o.Shard)
+			weightOn[o.Shard] += weight(o)
+			cool = cool || cooling(o, now, cooldown)
+		}
+	}
+	held, placed = set(held), set(placed)
+	switch {
+	case !movable || len(held) > 1:
+		return stay, ""
+	case len(held) == 1 && r.isTarget(held[0]):
+		return join, held[0]
+	case len(held) == 1:
+		return stay, ""
+	case len(placed) == 0:
+		return assignNew, ""
+	}
+	home := ""
+	for _, s := range placed {
+		if r.isTarget(s) && (home == "" || weightOn[s] > weightOn[home]) {
+			home = s
+		}
+	}
+	switch {
+	case home == "":
+		return leave, ""
+	case len(placed) > 1 || unlabelled:
+		return join, home
+	case cool:
+		return stay, ""
+	}
+	return candidate, home
+}
+
+// movers returns the objects of u that move to home ("" for the lightest
+// target): the movable ones not there already.
+func (r *round) movers(u unit, home string) []int {
+	var out []int
+	for _, i := range u.members {
+		if o := r.objs[i]; o.Movable && (home == "" || o.Shard != home) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// weight is the load u's objects add to home when they move there.
+func (r *round) weight(u unit, home string) int {
+	w := 0
+	for _, i := range r.movers(u, home) {
+		w += weight(r.objs[i])
+	}
+	return w
+}
+
+// paced reports whether u's assignment can wait: every one of its
+// unlabelled objects can. One that nobody serves cannot.
+func (r *round) paced(u unit) bool {
+	for _, i := range r.movers(u, "") {
+		if !r.objs[i].Paced {
+			return false
+		}
+	}
+	return true
+}
+
+// cost is the number of paced moves of it: the objects it moves, but for
+// a join the unlabelled objects that cannot wait, which it moved already.
+func (r *round) cost(it item) int {
+	n := 0
+	for _, i := range r.movers(it.u, it.home) {
+		if o := r.objs[i]; it.home == "" || o.Shard != "" || o.Paced {
+			n++
+		}
+	}
+	return n
+}
+
+// reason is why o moves off its shard other than to rebalance.
+func (r *round) reason(o Object) Reason {
+	switch {
+	case o.Shard == "":
 		return Assign
-	}
-	if _, ok := slices.BinarySearch(failing, o.Shard); ok {
+	case slices.Contains(r.failing, o.Shard):
 		return Failover
+	case r.isDraining(o.Shard):
+		return Drain
 	}
-	return Drain
+	return Regroup
 }
 
-// assigner moves objects to the lightest target, keeping the targets'
-// loads in a heap.
+func (r *round) isTarget(s string) bool {
+	_, ok := slices.BinarySearch(r.targets, s)
+	return ok
+}
+
+func (r *round) isDraining(s string) bool {
+	_, ok := slices.BinarySearch(r.draining, s)
+	return ok
+}
+
+// pacer spends the budget of paced moves.
+type pacer struct {
+	budget, spent int
+	// fresh: budget is a whole window's, none of it spent.
+	fresh bool
+}
+
+// fits reports whether a unit of n paced moves may go now: within the
+// budget, or, being bigger than a whole window's, alone.
+func (p *pacer) fits(n int) bool {
+	return n <= p.budget || p.fresh && p.spent == 0 && p.budget > 0
+}
+
+// take spends n paced moves if they fit, and reports whether they did. A
+// unit bigger than the budget spends all of it.
+func (p *pacer) take(n int) bool {
+	if !p.fits(n) {
+		return false
+	}
+	p.budget = max(p.budget-n, 0)
+	p.spent += n
+	return true
+}
+
+// assigner moves units, keeping the targets' loads in a heap.
 type assigner struct {
-	objs  []Object
+	r     *round
 	h     loadHeap
 	moves []Move
 }
 
-func newAssigner(objs []Object, targets []string, loads map[string]int) *assigner {
-	a := &assigner{objs: objs, h: make(loadHeap, 0, len(targets))}
-	for _, t := range targets {
+func newAssigner(r *round, loads map[string]int) *assigner {
+	a := &assigner{r: r, h: make(loadHeap, 0, len(r.targets))}
+	for _, t := range r.targets {
 		a.h = append(a.h, shardLoad{name: t, load: loads[t]})
 	}
 	heap.Init(&a.h)
 	return a
 }
 
-// toLightest moves objs[i] to the lightest target.
-func (a *assigner) toLightest(i int, r Reason, paced bool) {
-	o := a.objs[i]
-	a.moves = append(a.moves, Move{Key: o.Key, From: o.Shard, To: a.h[0].name, Reason: r, Paced: paced})
-	a.h[0].load += weight(o)
+// toLightest moves the whole of it to the lightest target.
+func (a *assigner) toLightest(it item, paced bool) {
+	to := a.h[0].name
+	for _, i := range a.r.movers(it.u, "") {
+		o := a.r.objs[i]
+		a.moves = append(a.moves, Move{Key: o.Key, From: o.Shard, To: to, Reason: a.r.reason(o), Paced: paced})
+		a.h[0].load += weight(o)
+	}
 	heap.Fix(&a.h, 0)
 }
 
-// rebalance moves objects from heavy targets to the lightest one until the
+// join moves the objects of it that are not on its home there: with paced
+// false, only the unlabelled ones that cannot wait; with paced true, the
+// others.
+func (a *assigner) join(it item, paced bool) {
+	added := 0
+	for _, i := range a.r.movers(it.u, it.home) {
+		o := a.r.objs[i]
+		if (o.Shard != "" || o.Paced) != paced {
+			continue
+		}
+		a.moves = append(a.moves, Move{Key: o.Key, From: o.Shard, To: it.home, Reason: a.r.reason(o), Paced: paced})
+		added += weight(o)
+	}
+	for j := range a.h {
+		if a.h[j].name == it.home {
+			a.h[j].load += added
+			heap.Fix(&a.h, j)
+			return
+		}
+	}
+}
+
+// rebalance moves units from heavy targets to the lightest one until the
 // spread is within threshold, the budget is spent or no move narrows it.
-// cands holds, per target, the indexes into objs of the objects rebalance
-// may move; objects assigned or drained in this round are never in it, so no
-// object moves twice.
-func rebalance(objs []Object, targets []string, loads map[string]int, cands map[string][]int, threshold, budget int) []Move {
+// cands holds, per target, the units rebalance may move; units moved in
+// this round are never in it, so no object moves twice.
+func (r *round) rebalance(loads map[string]int, cands map[string][]item, threshold int, p *pacer) []Move {
 	// Lightest first, ties by key: a binary search on weight then finds the
 	// first key of a weight.
 	for t, c := range cands {
-		slices.SortStableFunc(c, func(a, b int) int { return cmp.Compare(weight(objs[a]), weight(objs[b])) })
+		slices.SortStableFunc(c, func(a, b item) int { return cmp.Compare(a.weight, b.weight) })
 		cands[t] = c
 	}
-	order := slices.Clone(targets)
+	order := slices.Clone(r.targets)
 	var moves []Move
-	for ; budget > 0; budget-- {
+	for p.budget > 0 {
 		// Heaviest first, ties by name; the lightest is the last load's
 		// first name, so it is looked up on its own.
 		slices.SortFunc(order, func(a, b string) int { return cmp.Or(cmp.Compare(loads[b], loads[a]), cmp.Compare(a, b)) })
@@ -249,7 +492,7 @@ func rebalance(objs []Object, targets []string, loads map[string]int, cands map[
 			}
 		}
 		// Sources are tried heaviest first: when the heaviest target holds
-		// only pinned or cooling objects, the next one may still narrow the
+		// only pinned or cooling units, the next one may still narrow the
 		// spread instead of rebalancing stopping for good.
 		moved := false
 		for _, from := range order {
@@ -257,16 +500,18 @@ func rebalance(objs []Object, targets []string, loads map[string]int, cands map[
 			if diff <= threshold {
 				break
 			}
-			c := cands[from]
-			j, ok := pick(objs, c, diff)
+			j, ok := r.pick(cands[from], diff, p)
 			if !ok {
 				continue
 			}
-			o := objs[c[j]]
-			moves = append(moves, Move{Key: o.Key, From: from, To: lightest, Reason: Rebalance, Paced: true})
-			loads[from] -= weight(o)
-			loads[lightest] += weight(o)
-			cands[from] = slices.Delete(c, j, j+1)
+			it := cands[from][j]
+			p.take(r.cost(it))
+			for _, i := range r.movers(it.u, "") {
+				moves = append(moves, Move{Key: r.objs[i].Key, From: from, To: lightest, Reason: Rebalance, Paced: true})
+			}
+			loads[from] -= it.weight
+			loads[lightest] += it.weight
+			cands[from] = slices.Delete(cands[from], j, j+1)
 			moved = true
 			break
 		}
@@ -277,19 +522,26 @@ func rebalance(objs []Object, targets []string, loads map[string]int, cands map[
 	return moves
 }
 
-// pick returns the position in c (sorted by weight, then key) of the object
-// whose move narrows a spread of diff the most: the heaviest with
-// w <= diff/2, else the lightest with w < diff. Any move of w < diff lowers
-// the sum of squared loads, so repeated picks always end.
-func pick(objs []Object, c []int, diff int) (int, bool) {
-	w := func(j int) int { return weight(objs[c[j]]) }
-	above := sort.Search(len(c), func(j int) bool { return w(j) > diff/2 })
+// pick returns the position in c (sorted by weight, then key) of the unit
+// whose move narrows a spread of diff the most, among those the budget
+// allows: the heaviest with w <= diff/2, else the lightest with w < diff.
+// Any move of w < diff lowers the sum of squared loads, so repeated picks
+// always end.
+func (r *round) pick(c []item, diff int, p *pacer) (int, bool) {
+	var fit []int
+	for j, it := range c {
+		if p.fits(r.cost(it)) {
+			fit = append(fit, j)
+		}
+	}
+	w := func(k int) int { return c[fit[k]].weight }
+	above := sort.Search(len(fit), func(k int) bool { return w(k) > diff/2 })
 	if above > 0 {
 		best := w(above - 1)
-		return sort.Search(above, func(j int) bool { return w(j) >= best }), true
+		return fit[sort.Search(above, func(k int) bool { return w(k) >= best })], true
 	}
-	if len(c) > 0 && w(0) < diff {
-		return 0, true
+	if len(fit) > 0 && w(0) < diff {
+		return fit[0], true
 	}
 	return 0, false
 }

@@ -94,11 +94,16 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 	recorder := d.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
 
 	d.tracker = mapped.New(meta, disc, o.set.Mapped, d.mappedChanged)
+	// The kinds that derive objects or refer to sources are read whole, for
+	// the cross-shard warnings; the others stay metadata-only.
+	if err := d.tracker.WatchSpecs(cfg); err != nil {
+		return nil, err
+	}
 	// Every namespace's Deployments and Services are written through a
 	// client of their own, each with its own rate limiter (lasso makes one
 	// REST client per kind and factory): that many bursts go out at once.
 	writers := len(o.set.Namespaces()) + len(o.set.ServiceNamespaces())
-	opts := shardset.Options{ConfigMap: o.configMap(), Sources: o.set.Sources, WriteParallelism: o.burst * writers}
+	opts := shardset.Options{ConfigMap: o.configMap(), Sources: o.set.Sources, WriteParallelism: o.burst * writers, References: d.tracker}
 	if o.allowPlacement {
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {

@@ -35,6 +35,7 @@ type Options struct {
 	presets                  string
 	fleetNamespace           string
 	fluxNamespace            string
+	fluxShardKey             string
 	sources, mappedKinds     listFlag
 	metricsServices          listFlag
 	requiredArgs             listFlag
@@ -70,7 +71,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.configMapName, "configmap", "shardkeeper", "name of the shard ConfigMap; its status goes to <name>-status")
 	fs.StringVar(&o.presets, "preset", source.PresetFleet, "controllers cloned for every shard: fleet, flux, or fleet,flux; empty for none")
 	fs.StringVar(&o.fleetNamespace, "fleet-namespace", "cattle-fleet-system", "namespace of Fleet's fleet-controller, gitjob and helmops")
-	fs.StringVar(&o.fluxNamespace, "flux-namespace", "flux-system", "namespace of Flux's helm-controller")
+	fs.StringVar(&o.fluxNamespace, "flux-namespace", "flux-system", "namespace of Flux's controllers")
+	fs.StringVar(&o.fluxShardKey, "flux-shard-key", source.FluxShardKeyLabel, "the label that maps Flux's objects to a shard (FluxInstance.spec.sharding.key)")
 	fs.Var(&o.sources, "source", "another controller to clone, repeatable: NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...")
 	fs.Var(&o.metricsServices, "source-metrics-service", "the metrics Service of a source, copied for every shard, repeatable: NAMESPACE/NAME=SERVICE")
 	fs.Var(&o.requiredArgs, "source-required-arg", "an argument a source's main controller must run with before its shard copies are created, repeatable: NAMESPACE/NAME=--flag=value")
@@ -105,6 +107,7 @@ func (o *Options) Complete() error {
 		Presets:         strings.Split(o.presets, ","),
 		FleetNamespace:  o.fleetNamespace,
 		FluxNamespace:   o.fluxNamespace,
+		FluxShardKey:    o.fluxShardKey,
 		Custom:          o.sources,
 		Mapped:          o.mappedKinds,
 		MetricsServices: o.metricsServices,

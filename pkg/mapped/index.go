@@ -54,10 +54,15 @@ type entry struct {
 // Objects that are being deleted stay until they are gone: their finalizers
 // still need the shard's controller.
 type shardIndex struct {
-	kind     string
-	label    string
-	derived  bool
-	onChange func()
+	kind    string
+	label   string
+	derived bool
+	// grouped is the kind's GroupByNamespace; ownerLabel, on a kind that
+	// is not derived, makes the objects that carry it derived ones (a
+	// HelmChart that a HelmRelease made).
+	grouped    bool
+	ownerLabel string
+	onChange   func()
 
 	mu      sync.RWMutex
 	byKey   map[string]*entry            // "namespace/name"
@@ -343,9 +348,10 @@ func (s *shardIndex) object(key string, e *entry) placement.Object {
 	ns, name, _ := strings.Cut(key, "/")
 	o := placement.Object{Kind: s.kind, Derived: s.derived, Namespace: ns, Name: name, ResourceVersion: e.rv,
 		Shard: e.shard, Labelled: e.labelled, AssignedShard: e.assigned,
-		Weight: int(e.weight), Deleting: e.deleting}
+		Weight: int(e.weight), Deleting: e.deleting, Grouped: s.grouped}
 	if e.labels != nil {
 		o.Labels = e.labels.set
+		o.Derived = o.Derived || (s.ownerLabel != "" && o.Labels[s.ownerLabel] != "")
 	}
 	if e.assignedAt != 0 {
 		o.AssignedAt = time.Unix(e.assignedAt, 0)

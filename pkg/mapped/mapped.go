@@ -1,9 +1,12 @@
 // Package mapped caches the objects (GitRepos, HelmOps, HelmReleases, ...)
 // that a shard label maps to a shard, indexed by shard. It watches metadata
-// only; it keeps of each object only what the decisions read (key, shard
-// label, labels, placement's annotations, deletion state), handed out as
-// placement.Object; and it follows each kind's CRD so that a kind installed
-// later is picked up without a restart.
+// only, but for the kinds whose spec carries shard labels or references
+// (HelmReleases, HelmCharts, HelmOps; see specs.go), read whole and skimmed;
+// it keeps of each object only what the decisions read (key, shard label,
+// labels, placement's annotations, deletion state, and those labels and
+// references), handed out as placement.Object and crossref.Object; and it
+// follows each kind's CRD so that a kind installed later is picked up
+// without a restart.
 //
 // It is the daemon's own: not a supported API, and it may change in any
 // release.
@@ -21,12 +24,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
@@ -43,6 +45,9 @@ type Tracker struct {
 	onChange  func()
 	kinds     []*kind
 	crdSynced []cache.InformerSynced
+	// specClient, when set, reads the kinds whose spec the decisions
+	// read (see WatchSpecs).
+	specClient rest.Interface
 	// after runs f once d has passed: time.AfterFunc, replaced in tests so
 	// that retries need no sleeping.
 	after func(d time.Duration, f func())
@@ -62,6 +67,8 @@ type kind struct {
 	failing string
 	cancel  context.CancelFunc
 	index   *shardIndex
+	// specs, for a kind whose spec the decisions read, wraps index.
+	specs *specIndex
 }
 
 // Discovery is checked again, with a delay that doubles from a second up
@@ -157,24 +164,17 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 		return
 	}
 	kctx, cancel := context.WithCancel(ctx)
-	client := t.client.Resource(k.spec.Resource)
 	// Every object, labelled or not: placement assigns the unlabelled ones.
 	// The initial state streams in as a watch ("watch list"), each object
 	// stripped by the index's transform as it arrives.
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.Watch(ctx, o)
-		},
-	}
 	index := newShardIndex(k.spec.Name(), k.spec.Label, k.spec.Derived, t.onChange)
-	r := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, index, cache.ReflectorOptions{
+	index.grouped, index.ownerLabel = k.spec.GroupByNamespace, k.spec.OwnerLabel
+	lw, expected, store, specs := t.watchOf(k.spec, index)
+	r := cache.NewReflectorWithOptions(lw, expected, store, cache.ReflectorOptions{
 		Name: k.spec.Resource.String(),
 	})
 	r.WatchListPageSize = listPageSize
-	k.pending, k.retrying, k.failing, k.cancel, k.index = false, false, "", cancel, index
+	k.pending, k.retrying, k.failing, k.cancel, k.index, k.specs = false, false, "", cancel, index, specs
 	k.mu.Unlock()
 	logrus.WithField("resource", k.spec.Resource.String()).Info("watching mapped objects")
 	go r.RunWithContext(kctx)
@@ -210,7 +210,7 @@ func (t *Tracker) crdGone(k *kind) {
 	if k.cancel != nil {
 		k.cancel()
 	}
-	k.pending, k.failing, k.cancel, k.index = false, "", nil, nil
+	k.pending, k.failing, k.cancel, k.index, k.specs = false, "", nil, nil, nil
 	k.mu.Unlock()
 	logrus.WithField("resource", k.spec.Resource.String()).Info("CRD removed; its objects count as zero")
 	t.onChange()

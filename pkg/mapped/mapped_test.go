@@ -218,3 +218,18 @@ func TestTrackerFailsClosedWhileDiscoveryFails(t *testing.T) {
 	next[0]()
 	assert.Equal(t, 101, disc.calls)
 }
+
+func TestShardIndexGroupsAndOwnerLabels(t *testing.T) {
+	s := newShardIndex("helmcharts", label, false, func() {})
+	s.grouped, s.ownerLabel = true, "helm.toolkit.fluxcd.io/name"
+	made := obj("team-a", "team-a-app", "s1", false)
+	made.Labels["helm.toolkit.fluxcd.io/name"] = "app"
+	require.NoError(t, s.Replace([]any{obj("team-a", "own", "s1", false), made}, "1"))
+	all := map[string]placement.Object{}
+	for _, o := range s.all(nil) {
+		all[o.Name] = o
+	}
+	assert.True(t, all["own"].Grouped)
+	assert.False(t, all["own"].Derived, "a HelmChart of its own is placed")
+	assert.True(t, all["team-a-app"].Derived, "one a HelmRelease made follows that HelmRelease's chart labels")
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
@@ -41,6 +42,8 @@ type result struct {
 	// the cache and the shard set's latest decision, never blindly.
 	conflicts int
 	errs      []error
+	// notes say which pins the round's moves followed.
+	notes []string
 }
 
 func (r result) total() int {
@@ -69,15 +72,61 @@ func patch(o placement.Object, label, to string, now time.Time) map[string]any {
 	}}
 }
 
-// bumpPatch is Patch that also sets the integer field at path (as
+// bumpPatch is movePatch that also sets the integer field at path (as
 // "spec.forceSyncGeneration") to value. In one write with the label, the
 // controller of the new shard is the one that sees the bump: Fleet's gitjob
 // then runs `fleet apply` again, which relabels the GitRepo's Bundles.
 func bumpPatch(o placement.Object, label, to string, now time.Time, path string, value int64) ([]byte, error) {
 	body := patch(o, label, to, now)
-	fields := strings.Split(path, ".")
+	setField(body, strings.Split(path, "."), value)
+	return json.Marshal(body)
+}
+
+// fullPatch is the patch of a move that read the whole object first
+// (full, at the resourceVersion the decision saw): movePatch, plus the
+// kind's BumpOnMove field incremented when bump is set, plus the shard
+// label in the kind's SpecLabels map when the object may hold that map.
+// The label there is what the controller copies onto the objects it
+// makes from this one (a HelmRelease's HelmChart, a HelmOp's Bundle), so
+// they move in the same write.
+func fullPatch(o placement.Object, kind source.MappedKind, to string, now time.Time, full *unstructured.Unstructured, bump bool) ([]byte, error) {
+	body := patch(o, kind.Label, to, now)
+	if bump {
+		path := strings.Split(kind.BumpOnMove, ".")
+		v, _, err := unstructured.NestedInt64(full.Object, path...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kind.BumpOnMove, err)
+		}
+		setField(body, path, v+1)
+	}
+	if kind.SpecLabels != "" {
+		path := strings.Split(kind.SpecLabels, ".")
+		if mayHold(full.Object, path) {
+			setField(body, append(path, kind.Label), to)
+		}
+	}
+	return json.Marshal(body)
+}
+
+// mayHold reports whether a merge patch may give obj the map at path. Such
+// a patch creates every map missing on the way, and a missing field right
+// under spec must stay missing: spec.chart and spec.chartRef of a
+// HelmRelease are one or the other, and one with spec.chartRef has no
+// chart template to label (the API server refuses both at once). So the
+// field under spec that the path goes through must exist; deeper maps,
+// such as spec.chart.metadata, may be created. A map right under spec
+// (a HelmOp's spec.labels) only needs spec.
+func mayHold(obj map[string]any, path []string) bool {
+	need := path[:min(2, len(path)-1)]
+	_, found, err := unstructured.NestedFieldNoCopy(obj, need...)
+	return found && err == nil
+}
+
+// setField sets the field at path of the patch body to value, creating the
+// maps on the way.
+func setField(body map[string]any, path []string, value any) {
 	m := body
-	for _, f := range fields[:len(fields)-1] {
+	for _, f := range path[:len(path)-1] {
 		next, ok := m[f].(map[string]any)
 		if !ok {
 			next = map[string]any{}
@@ -85,8 +134,7 @@ func bumpPatch(o placement.Object, label, to string, now time.Time, path string,
 		}
 		m = next
 	}
-	m[fields[len(fields)-1]] = value
-	return json.Marshal(body)
+	m[path[len(path)-1]] = value
 }
 
 // errWithdrawn refuses a write onto a shard that the shard set withdrew
@@ -142,16 +190,9 @@ func (p *Mover) apply(ctx context.Context, moves []balance.Move, index map[strin
 }
 
 func (p *Mover) relabel(ctx context.Context, o placement.Object, kind source.MappedKind, to string, now time.Time, bump bool) error {
-	body, err := movePatch(o, kind.Label, to, now)
-	if bump {
-		var value int64
-		if value, err = p.bumped(ctx, o, kind); err != nil {
-			return err
-		}
-		body, err = bumpPatch(o, kind.Label, to, now, kind.BumpOnMove, value)
-	}
+	body, err := p.body(ctx, o, kind, to, now, bump)
 	if err != nil {
-		return fmt.Errorf("building the patch of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+		return err
 	}
 	p.gate.RLock()
 	defer p.gate.RUnlock()
@@ -167,22 +208,38 @@ func (p *Mover) relabel(ctx context.Context, o placement.Object, kind source.Map
 	return nil
 }
 
-// bumped reads the object's BumpOnMove field and returns it plus one. The
-// object must still be the one the decision saw: a newer resourceVersion is
-// a conflict, decided again from the cache.
-func (p *Mover) bumped(ctx context.Context, o placement.Object, kind source.MappedKind) (int64, error) {
+// body builds the patch that moves o. A move that bumps a field, or whose
+// kind carries the shard label in its spec, reads the whole object first,
+// at write time: the caches hold metadata only.
+func (p *Mover) body(ctx context.Context, o placement.Object, kind source.MappedKind, to string, now time.Time, bump bool) ([]byte, error) {
+	var body []byte
+	var err error
+	if bump || kind.SpecLabels != "" {
+		var full *unstructured.Unstructured
+		if full, err = p.read(ctx, o, kind); err != nil {
+			return nil, err
+		}
+		body, err = fullPatch(o, kind, to, now, full, bump)
+	} else {
+		body, err = movePatch(o, kind.Label, to, now)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("building the patch of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+	}
+	return body, nil
+}
+
+// read reads the whole object. It must still be the one the decision saw:
+// a newer resourceVersion is a conflict, decided again from the cache.
+func (p *Mover) read(ctx context.Context, o placement.Object, kind source.MappedKind) (*unstructured.Unstructured, error) {
 	full, err := p.reader.Get(ctx, kind.Resource, o.Namespace, o.Name)
 	if err != nil {
-		return 0, fmt.Errorf("reading %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+		return nil, fmt.Errorf("reading %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 	}
 	if full.GetResourceVersion() != o.ResourceVersion {
-		return 0, apierrors.NewConflict(kind.Resource.GroupResource(), o.Name, errors.New("changed since the placement decision"))
+		return nil, apierrors.NewConflict(kind.Resource.GroupResource(), o.Name, errors.New("changed since the placement decision"))
 	}
-	v, _, err := unstructured.NestedInt64(full.Object, strings.Split(kind.BumpOnMove, ".")...)
-	if err != nil {
-		return 0, fmt.Errorf("%s %s/%s: %s: %w", o.Kind, o.Namespace, o.Name, kind.BumpOnMove, err)
-	}
-	return v + 1, nil
+	return full, nil
 }
 
 // report emits one Event for a round's moves, and one for its errors.
@@ -200,7 +257,7 @@ func (p *Mover) report(cm *corev1.ConfigMap, res result) {
 // movedMessage summarises a round: how many objects moved, why, and where.
 func movedMessage(res result) string {
 	var why []string
-	for _, r := range []balance.Reason{balance.Assign, balance.Drain, balance.Failover, balance.Rebalance} {
+	for _, r := range []balance.Reason{balance.Assign, balance.Drain, balance.Failover, balance.Regroup, balance.Rebalance} {
 		if n := res.moved[r]; n > 0 {
 			why = append(why, fmt.Sprintf("%d %s", n, verbs[r]))
 		}
@@ -215,11 +272,56 @@ func movedMessage(res result) string {
 	if res.conflicts > 0 {
 		msg += fmt.Sprintf("; %d changed since they were read and are decided again", res.conflicts)
 	}
+	if len(res.notes) > 0 {
+		msg += "; " + strings.Join(res.notes, "; ")
+	}
 	return msg
 }
 
 var verbs = map[balance.Reason]string{balance.Assign: "assigned", balance.Drain: "drained", balance.Failover: "failed over",
-	balance.Rebalance: "rebalanced"}
+	balance.Regroup: "moved to their namespace's shard", balance.Rebalance: "rebalanced"}
+
+// maxNotes bounds the pins one ObjectsMoved Event names.
+const maxNotes = 3
+
+// pinNotes says, for the groups that moves bring to the shard a pin holds
+// them on, where and by what they are held: up to maxNotes of them, and
+// how many more.
+func pinNotes(moves []balance.Move, index map[string]placement.Object, holds map[string][]placement.Object) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range moves {
+		g := index[m.Key].Group()
+		h := holds[g]
+		if g == "" || seen[g] || !slices.Equal(plan.HoldShards(h), []string{m.To}) {
+			continue
+		}
+		seen[g] = true
+		if len(out) < maxNotes {
+			out = append(out, plan.HoldMessage(g, h))
+		}
+	}
+	if len(seen) > maxNotes {
+		out = append(out, fmt.Sprintf("%d more pinned namespaces", len(seen)-maxNotes))
+	}
+	return out
+}
+
+// reportConflicts emits a PinConflict Event for each group held on more
+// than one shard, when its conflict appears or changes.
+func (p *Mover) reportConflicts(cm *corev1.ConfigMap, holds map[string][]placement.Object) {
+	now := map[string]string{}
+	for _, g := range slices.Sorted(maps.Keys(holds)) {
+		if len(plan.HoldShards(holds[g])) < 2 {
+			continue
+		}
+		now[g] = plan.HoldMessage(g, holds[g])
+		if p.conflicts[g] != now[g] {
+			p.recorder.Event(cm, corev1.EventTypeWarning, status.ReasonPinConflict, now[g])
+		}
+	}
+	p.conflicts = now
+}
 
 func counts(m map[string]int) string {
 	var parts []string

@@ -54,14 +54,33 @@ func receiving(st placement.State) map[string]bool {
 	return out
 }
 
+// leavingGroups returns the groups (placement.Object.Group) of which an
+// object leaves a failing shard: its kind's controller is down there. The
+// whole group leaves with it, even the objects whose controllers still run
+// on that shard: a group is never split.
+func leavingGroups(failing map[string][]string, objs []placement.Object) map[string]bool {
+	out := map[string]bool{}
+	if len(failing) == 0 {
+		return out
+	}
+	for _, o := range objs {
+		if g := o.Group(); g != "" && o.Labelled && slices.Contains(failing[o.Shard], o.Kind) {
+			out[g] = true
+		}
+	}
+	return out
+}
+
 // input turns the cached objects into one round's placement input, and
 // returns the objects by Key so that each move can be written with the
 // resourceVersion the decision saw. The objects in bumped start work when
 // they move, so their assignments are paced, as are all assignments while
-// the unsharded controllers serve the unlabelled objects.
-func input(st placement.State, objs []placement.Object, now time.Time, budget int, bumped map[string]bool) (balance.Input, map[string]placement.Object) {
+// the unsharded controllers serve the unlabelled objects. fresh says that
+// budget is a whole pacing window's (balance.Input.FreshWindow).
+func input(st placement.State, objs []placement.Object, now time.Time, budget int, fresh bool, bumped map[string]bool) (balance.Input, map[string]placement.Object) {
 	in := balance.Input{Targets: st.Targets, Draining: st.Draining, FailingOver: st.FailingOver, Now: now,
-		MaxMoves: budget, Cooldown: st.Placement.Cooldown, Objects: make([]balance.Object, 0, len(objs))}
+		MaxMoves: budget, FreshWindow: fresh, Cooldown: st.Placement.Cooldown, Objects: make([]balance.Object, 0, len(objs))}
+	leaving := leavingGroups(st.FailingKinds, objs)
 	index := make(map[string]placement.Object, len(objs))
 	targets := receiving(st)
 	known := map[string]bool{}
@@ -78,8 +97,9 @@ func input(st placement.State, objs []placement.Object, now time.Time, budget in
 		}
 		k := o.Ref()
 		index[k] = o
-		po := balance.Object{Key: k, Movable: plan.Movable(st.Placement, o) && !plan.StaysOnFailover(st.FailingKinds, o),
-			Weight: o.Weight, MovedAt: o.AssignedAt, Paced: st.Served || bumped[k]}
+		stays := plan.StaysOnFailover(st.FailingKinds, o) && !leaving[o.Group()]
+		po := balance.Object{Key: k, Movable: plan.Movable(st.Placement, o) && !stays,
+			Weight: o.Weight, MovedAt: o.AssignedAt, Paced: st.Served || bumped[k], Group: o.Group()}
 		if o.Labelled {
 			po.Shard = o.Shard
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/expect"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
+	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 )
 
@@ -116,6 +117,11 @@ type Mover struct {
 	// they withdrew is in flight.
 	gate      sync.RWMutex
 	receivers map[string]bool
+
+	// conflicts are the PinConflict messages last reported, by namespace,
+	// so that a conflict is reported when it appears or changes, not every
+	// round. Only round touches it.
+	conflicts map[string]string
 }
 
 // New returns a Mover for the mapped kinds. Derived kinds are never
@@ -191,6 +197,22 @@ func sameState(a, b placement.State) bool {
 		reflect.DeepEqual(a.FailingKinds, b.FailingKinds) && reflect.DeepEqual(a.Placement, b.Placement)
 }
 
+// carried returns the paced moves that a new window starts with: those
+// that the windows since, elapsed ago, went over maxMoves by. Only a group
+// bigger than maxMoves, which moves alone in a fresh window, goes over; it
+// then leaves the windows after it with less, so that the pace holds over
+// time.
+func carried(spent, maxMoves int, elapsed, interval time.Duration) int {
+	if maxMoves <= 0 || interval <= 0 {
+		return 0
+	}
+	windows := int64(elapsed / interval)
+	if windows >= int64(spent) {
+		return 0
+	}
+	return max(spent-maxMoves*int(windows), 0)
+}
+
 // Wake asks for a round, for instance because a mapped object changed.
 func (p *Mover) Wake() {
 	select {
@@ -232,10 +254,11 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 	p.mu.Lock()
 	st := p.state
 	now := p.now()
-	if now.Sub(p.windowStart) >= st.Placement.Interval {
-		p.windowStart, p.windowMoves = now, 0
+	if elapsed := now.Sub(p.windowStart); elapsed >= st.Placement.Interval {
+		p.windowStart, p.windowMoves = now, carried(p.windowMoves, st.Placement.MaxMoves, elapsed, st.Placement.Interval)
 	}
 	budget := st.Placement.MaxMoves - p.windowMoves
+	fresh := p.windowMoves == 0
 	windowLeft := st.Placement.Interval - now.Sub(p.windowStart)
 	p.mu.Unlock()
 
@@ -247,15 +270,18 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 	}
 	objs := p.objects.All()
 	bumped := p.bumping(objs)
-	in, index := input(st, objs, now, budget, bumped)
+	in, index := input(st, objs, now, max(budget, 0), fresh, bumped)
 	if p.cachesBehind(index) {
 		return minRoundGap
 	}
+	holds := plan.GroupHolds(st.Placement, objs)
+	p.reportConflicts(st.ConfigMap, holds)
 	moves := balance.Moves(in)
 	if len(moves) == 0 {
 		return st.Placement.Interval
 	}
 	res := p.apply(ctx, moves, index, bumped, now)
+	res.notes = pinNotes(moves, index, holds)
 	p.mu.Lock()
 	p.windowMoves += res.paced
 	p.mu.Unlock()

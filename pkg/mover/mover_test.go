@@ -57,7 +57,7 @@ func TestInput(t *testing.T) {
 	}
 	now := placedAt.Add(time.Hour)
 	st := placement.State{Placement: p, Targets: []string{"a", "b", "c"}, Draining: []string{"b"}, Shards: []string{"a", "b", "c", "d"}}
-	in, index := input(st, objs, now, 7, map[string]bool{"gitrepos apps/new": true})
+	in, index := input(st, objs, now, 7, false, map[string]bool{"gitrepos apps/new": true})
 	assert.Equal(t, 7, in.MaxMoves)
 	assert.Equal(t, time.Minute, in.Cooldown)
 	assert.Equal(t, now, in.Now)
@@ -165,7 +165,7 @@ func TestBumpPatch(t *testing.T) {
 	assert.Equal(t, want["metadata"], got["metadata"], "the label and the bump go in one write")
 }
 
-func TestBumpedReadsTheField(t *testing.T) {
+func TestReadRefusesAChangedObject(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "gitrepos"}
 	repo := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "fleet.cattle.io/v1alpha1", "kind": "GitRepo",
@@ -180,14 +180,19 @@ func TestBumpedReadsTheField(t *testing.T) {
 		map[schema.GroupVersionResource]string{gvr: "GitRepoList"}, repo, fresh)
 	kind := source.MappedKind{Resource: gvr, Label: source.FleetShardRefLabel, BumpOnMove: "spec.forceSyncGeneration"}
 	p := New(nil, reader, []source.MappedKind{kind}, nil, nil)
+	spec := func(o placement.Object) any {
+		t.Helper()
+		body, err := p.body(context.Background(), o, kind, "s", t0, true)
+		require.NoError(t, err)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(body, &got))
+		return got["spec"]
+	}
 
-	v, err := p.bumped(context.Background(), placement.Object{Namespace: "apps", Name: "r", ResourceVersion: "42"}, kind)
-	require.NoError(t, err)
-	assert.Equal(t, int64(4), v)
-	v, err = p.bumped(context.Background(), placement.Object{Namespace: "apps", Name: "fresh", ResourceVersion: "7"}, kind)
-	require.NoError(t, err)
-	assert.Equal(t, int64(1), v, "an unset field counts as 0")
-	_, err = p.bumped(context.Background(), placement.Object{Namespace: "apps", Name: "r", ResourceVersion: "41"}, kind)
+	assert.Equal(t, map[string]any{"forceSyncGeneration": float64(4)}, spec(placement.Object{Namespace: "apps", Name: "r", ResourceVersion: "42"}))
+	assert.Equal(t, map[string]any{"forceSyncGeneration": float64(1)}, spec(placement.Object{Namespace: "apps", Name: "fresh", ResourceVersion: "7"}),
+		"an unset field counts as 0")
+	_, err := p.body(context.Background(), placement.Object{Namespace: "apps", Name: "r", ResourceVersion: "41"}, kind, "s", t0, true)
 	assert.True(t, apierrors.IsConflict(err), "an object changed since the decision is decided again: %v", err)
 }
 
@@ -195,7 +200,7 @@ func TestDerivedKindsAreNeverMoved(t *testing.T) {
 	bundles := source.MappedKind{Resource: schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: "bundles"}, Derived: true}
 	p := New(nil, nil, []source.MappedKind{bundles}, nil, nil)
 	assert.Empty(t, p.kinds)
-	in, _ := input(placement.State{Targets: []string{"a"}}, []placement.Object{{Kind: "bundles", Namespace: "n", Name: "b", Shard: "a", Labelled: true, Derived: true, Weight: 1}}, time.Now(), 10, nil)
+	in, _ := input(placement.State{Targets: []string{"a"}}, []placement.Object{{Kind: "bundles", Namespace: "n", Name: "b", Shard: "a", Labelled: true, Derived: true, Weight: 1}}, time.Now(), 10, false, nil)
 	assert.Empty(t, in.Objects, "a Bundle is no load of its own")
 }
 
@@ -437,7 +442,7 @@ func TestRoundRelabelsThePlannedMoves(t *testing.T) {
 	st := placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, "namespaces: [apps]"), Targets: []string{"a", "b"}, Draining: []string{"c"}}
 	p.Set(st)
 
-	in, _ := input(st, c.All(), clock, st.Placement.MaxMoves, nil)
+	in, _ := input(st, c.All(), clock, st.Placement.MaxMoves, true, nil)
 	planned := map[string]string{}
 	for _, m := range balance.Moves(in) {
 		planned[m.Key] = m.To

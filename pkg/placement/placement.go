@@ -44,6 +44,21 @@ type Object struct {
 	// Derived is true for objects of a derived kind (source.MappedKind):
 	// guarded, never placed.
 	Derived bool
+	// Grouped is true for objects of a kind placed by namespace
+	// (source.MappedKind.GroupByNamespace): all such objects in one
+	// namespace are one unit of placement, see Group.
+	Grouped bool
+}
+
+// Group names the unit of placement o belongs to: its namespace for a
+// Grouped object, "" for an object placed on its own. An object being
+// deleted is placed on its own: it stays with the controller that
+// removes its finalizer, and must not hold the rest of its namespace.
+func (o Object) Group() string {
+	if !o.Grouped || o.Deleting || o.Derived {
+		return ""
+	}
+	return o.Namespace
 }
 
 // Ref names the object in messages and placement rounds: "kind

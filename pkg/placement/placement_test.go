@@ -28,3 +28,15 @@ func TestObjectPinned(t *testing.T) {
 		})
 	}
 }
+
+func TestObjectGroup(t *testing.T) {
+	o := Object{Kind: "helmreleases", Namespace: "team-a", Name: "app", Grouped: true}
+	assert.Equal(t, "team-a", o.Group())
+	deleting := o
+	deleting.Deleting = true
+	assert.Empty(t, deleting.Group(), "an object being deleted holds nothing")
+	derived := o
+	derived.Derived = true
+	assert.Empty(t, derived.Group(), "a derived object follows the one it was made from")
+	assert.Empty(t, Object{Kind: "gitrepos", Namespace: "team-a"}.Group(), "a kind placed object by object")
+}

@@ -236,7 +236,7 @@ func shardCopies(sources []SourceState, id string, deps []*appsv1.Deployment) []
 	for _, d := range deps {
 		c := shardCopy{name: d.Namespace + "/" + d.Name, out: d.Status.AvailableReplicas == 0}
 		for _, s := range sources {
-			if s.Source.Namespace == d.Namespace && s.Source.CloneName(id) == d.Name {
+			if s.Source.Namespace == d.Namespace && (s.Source.CloneName(id) == d.Name || s.Source.LegacyCloneName(id) == d.Name) {
 				c.serves = s.Source.Serves
 			}
 		}

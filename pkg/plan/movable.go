@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
@@ -34,19 +36,89 @@ func UnlabelledServed(sources []SourceState) bool {
 	return served
 }
 
+// GroupHolds returns, by group (placement.Object.Group), the objects that
+// hold the group where they are: placement may not move them (a person
+// set their shard label, or they are outside placement's scope), and a
+// group is never split, so the rest of it lives on their shard too.
+func GroupHolds(p shardconfig.Placement, objs []placement.Object) map[string][]placement.Object {
+	out := map[string][]placement.Object{}
+	for _, o := range objs {
+		if g := o.Group(); g != "" && o.Labelled && !Movable(p, o) {
+			out[g] = append(out[g], o)
+		}
+	}
+	for _, h := range out {
+		slices.SortFunc(h, func(a, b placement.Object) int { return cmp.Compare(a.Ref(), b.Ref()) })
+	}
+	return out
+}
+
+// HoldShards returns the shards that holds keep their group on, sorted:
+// one is where the group lives, more are a conflict that keeps it where
+// it is.
+func HoldShards(holds []placement.Object) []string {
+	var out []string
+	for _, o := range holds {
+		out = append(out, o.Shard)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// HoldMessage says what holds the group of the namespace ns where it is:
+// "namespace team-a is pinned to shard x by helmreleases team-a/foo", or,
+// with holds on several shards, that its objects are not moved.
+func HoldMessage(ns string, holds []placement.Object) string {
+	byShard := map[string][]string{}
+	for _, o := range holds {
+		by := o.Ref()
+		if !o.Pinned() {
+			by += " (outside placement's scope)"
+		}
+		byShard[o.Shard] = append(byShard[o.Shard], by)
+	}
+	shards := HoldShards(holds)
+	if len(shards) == 1 {
+		return fmt.Sprintf("namespace %s is pinned to shard %s by %s", ns, shards[0], strings.Join(byShard[shards[0]], ", "))
+	}
+	parts := make([]string, len(shards))
+	for i, s := range shards {
+		parts[i] = fmt.Sprintf("%s by %s", s, strings.Join(byShard[s], ", "))
+	}
+	return fmt.Sprintf("namespace %s is pinned to more than one shard (%s): its objects are placed together, so none of them is moved until the labels agree",
+		ns, strings.Join(parts, "; "))
+}
+
 // pinned returns the objects mapped to shard that placement may not move,
-// as "kind namespace/name", and how many there are. Derived objects are not
-// pinned: they leave with the objects they were made from.
+// as "kind namespace/name", and how many there are: those it may not move
+// themselves, and those whose group something holds on this shard (or
+// on more than one shard). Derived objects are not pinned: they leave with
+// the objects they were made from.
 func pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []string) {
 	count := 0
 	var sample []string
+	var holds map[string][]placement.Object
 	for _, o := range m.MappedTo(shard) {
-		if o.Derived || Movable(p, o) {
+		if o.Derived {
 			continue
+		}
+		why := ""
+		if Movable(p, o) {
+			if o.Group() == "" {
+				continue
+			}
+			if holds == nil {
+				holds = GroupHolds(p, m.All())
+			}
+			h := holds[o.Group()]
+			if s := HoldShards(h); len(s) == 0 || len(s) == 1 && s[0] != shard {
+				continue
+			}
+			why = " (" + HoldMessage(o.Namespace, h) + ")"
 		}
 		count++
 		if len(sample) < n {
-			sample = append(sample, o.Ref())
+			sample = append(sample, o.Ref()+why)
 		}
 	}
 	return count, sample

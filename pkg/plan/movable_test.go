@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -216,4 +218,72 @@ func TestPlanShardIDs(t *testing.T) {
 	p, err = w.decide("a", "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a"}, p.ShardIDs(), "an ID only objects carry is no shard")
+}
+
+// objectList is a Mapped over fixed objects, as the caches list them.
+type objectList []placement.Object
+
+func (l objectList) Synced() bool                 { return true }
+func (l objectList) Failing() []string            { return nil }
+func (l objectList) Counts(string) map[string]int { return nil }
+func (l objectList) Sample(string, int) []string  { return nil }
+func (l objectList) Shards() []string             { return nil }
+func (l objectList) All() []placement.Object      { return l }
+func (l objectList) MappedTo(shard string) []placement.Object {
+	var out []placement.Object
+	for _, o := range l {
+		if o.Labelled && o.Shard == shard {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func fluxObject(ns, name, shard string, pinned bool) placement.Object {
+	o := placement.Object{Kind: "helmreleases", Namespace: ns, Name: name, Shard: shard, Labelled: shard != "", Grouped: true, Weight: 1}
+	if !pinned {
+		o.AssignedShard = shard
+	}
+	return o
+}
+
+func TestGroupHolds(t *testing.T) {
+	p, err := shardconfig.ParsePlacement("selector: team=a")
+	require.NoError(t, err)
+	outside := fluxObject("team-a", "outside", "a", false)
+	inScope := func(o placement.Object) placement.Object { o.Labels = map[string]string{"team": "a"}; return o }
+	deleting := inScope(fluxObject("team-a", "deleting", "c", true))
+	deleting.Deleting = true
+	objs := []placement.Object{
+		inScope(fluxObject("team-a", "pinned", "b", true)), outside, deleting,
+		inScope(fluxObject("team-a", "placed", "a", false)),
+		inScope(fluxObject("team-b", "placed", "a", false)),
+		{Kind: "gitrepos", Namespace: "team-c", Name: "fleet", Shard: "a", Labelled: true, Weight: 1},
+	}
+	holds := GroupHolds(p, objs)
+	require.Equal(t, []string{"team-a"}, slices.Collect(maps.Keys(holds)), "a deleting object holds nothing; a kind not grouped has no group")
+	assert.Equal(t, []string{"a", "b"}, HoldShards(holds["team-a"]))
+	assert.Equal(t, "namespace team-a is pinned to more than one shard (a by helmreleases team-a/outside (outside placement's scope); "+
+		"b by helmreleases team-a/pinned): its objects are placed together, so none of them is moved until the labels agree",
+		HoldMessage("team-a", holds["team-a"]))
+	assert.Equal(t, "namespace team-a is pinned to shard b by helmreleases team-a/pinned", HoldMessage("team-a", holds["team-a"][1:]))
+}
+
+func TestPinnedCountsTheObjectsAPinHolds(t *testing.T) {
+	p, err := shardconfig.ParsePlacement("")
+	require.NoError(t, err)
+	m := objectList{
+		fluxObject("team-a", "pinned", "c", true),
+		fluxObject("team-a", "placed", "c", false),
+		fluxObject("team-b", "placed", "c", false),
+		fluxObject("team-c", "pinned", "a", true),
+		fluxObject("team-c", "placed", "c", false),
+	}
+	n, sample := pinned(p, m, "c", 5)
+	assert.Equal(t, 2, n, "team-a is pinned to c; team-b may leave, and so may team-c's object, to its pin")
+	assert.Equal(t, []string{"helmreleases team-a/pinned",
+		"helmreleases team-a/placed (namespace team-a is pinned to shard c by helmreleases team-a/pinned)"}, sample)
+	n, sample = pinned(p, m, "c", 1)
+	assert.Equal(t, 2, n)
+	assert.Equal(t, []string{"helmreleases team-a/pinned"}, sample, "a sample of n")
 }

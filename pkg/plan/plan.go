@@ -125,6 +125,9 @@ type Action struct {
 	// although the render did not change, or a create for a shard that has
 	// its other Deployments.
 	Restore bool
+	// Renamed marks the delete of a listed shard's copy under the name an
+	// earlier release gave it, once its copy of the current name runs.
+	Renamed bool
 }
 
 // Object returns the object the action writes: the rendered one, or the
@@ -233,7 +236,11 @@ func shardsInForce(sources []SourceState, deployments map[string]*appsv1.Deploym
 	}
 	for _, s := range sources {
 		for _, d := range deployments {
-			if id, ok := render.DeploymentShard(s.Source, d); ok {
+			id, ok := render.DeploymentShard(s.Source, d)
+			if !ok {
+				id, ok = render.LegacyDeploymentShard(s.Source, d)
+			}
+			if ok {
 				f := shard(id)
 				f.deployments = append(f.deployments, d)
 			}
@@ -336,6 +343,17 @@ func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, 
 		out.conflicts = append(out.conflicts, "Deployment "+key(existing))
 		return
 	}
+	if existing != nil {
+		if _, current := render.DeploymentShard(s.Source, existing); !current {
+			// Another shard's copy of the old name holds this one's name:
+			// it goes when its own shard's copy is renamed.
+			out.conflicts = append(out.conflicts, "Deployment "+key(existing)+" (the earlier copy of another shard)")
+			return
+		}
+	}
+	if legacy := legacyCopy(in, s.Source, shard.ID); legacy != nil {
+		defer out.retireLegacy(shard.ID, legacy, existing, st)
+	}
 	rendered, err := in.Renders.Render(s.Source, s.Live, shard)
 	if err != nil {
 		renderErr(err)
@@ -371,6 +389,54 @@ func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, 
 	case a != nil:
 		out.actions = append(out.actions, *a)
 	}
+}
+
+// legacyCopy returns the shard's copy of the source under the name an
+// earlier release gave it, if there is one.
+func legacyCopy(in Input, src source.Source, id string) *appsv1.Deployment {
+	name := src.LegacyCloneName(id)
+	if name == "" {
+		return nil
+	}
+	d := in.Deployments[src.Namespace+"/"+name]
+	if d == nil {
+		return nil
+	}
+	if legacyID, ok := render.LegacyDeploymentShard(src, d); !ok || legacyID != id {
+		return nil
+	}
+	return d
+}
+
+// retireLegacy decides the fate of a copy of the earlier name, once the
+// copy of the current name has been decided: it is deleted only when the
+// current copy is Available, so that the shard always has a running
+// controller. Both run the same --watch-label-selector and so contend for
+// one leader-election Lease, whose name hashes the selector: only one of
+// them acts at a time. Until then it stands in for the current copy in the
+// shard's readiness.
+func (out *listed) retireLegacy(id string, legacy, current *appsv1.Deployment, st *status.ShardStatus) {
+	if legacy.DeletionTimestamp != nil {
+		return
+	}
+	currentReady := current != nil && current.DeletionTimestamp == nil && ready(current) && !out.replacing(current)
+	if currentReady {
+		out.actions = append(out.actions, Action{Kind: Delete, Shard: id, Deployment: legacy, Renamed: true})
+		return
+	}
+	if ready(legacy) {
+		st.Ready++
+	}
+}
+
+// replacing reports whether the decision so far replaces d.
+func (out *listed) replacing(d *appsv1.Deployment) bool {
+	for _, a := range out.actions {
+		if a.Kind == Replace && a.Existing == d {
+			return true
+		}
+	}
+	return false
 }
 
 // updateCopy decides the write that brings an existing copy to its render:

@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -410,19 +411,37 @@ func TestIDTooLongForADerivedName(t *testing.T) {
 			`at most 29 are allowed with the enabled sources (Service monitoring-fleet-controller-shard-<id> must fit in 63 characters)`)
 	}
 
-	// Flux's preset derives nothing longer than the 40 characters any ID may have.
+	// Flux's preset: image-automation-controller-<id> is a pod label value,
+	// installed or not (it may be installed at any time).
 	fw := fluxWorld(t, true)
-	_, err = fw.decide(strings.Repeat("f", 40), "")
-	assert.NoError(t, err)
+	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
+	require.NoError(t, err)
+	for _, s := range set.Sources {
+		if s.Name != "helm-controller" {
+			fw.sources = append(fw.sources, SourceState{Source: s})
+		}
+	}
+	_, err = fw.decide(strings.Repeat("f", 35), "")
+	require.NoError(t, err)
+	_, err = fw.decide(strings.Repeat("f", 36), "")
+	assert.ErrorContains(t, err, "at most 35 are allowed with the enabled sources (pod label app=image-automation-controller-<id> must fit in 63 characters)")
 }
 
 func TestUnknownAndNotShardAware(t *testing.T) {
 	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
 	require.NoError(t, err)
 	live := testfixture.HelmController("flux-system", false)
+	var sources []SourceState
+	for _, s := range set.Sources {
+		if s.Name == "helm-controller" {
+			sources = append(sources, SourceState{Source: s, Live: live})
+		} else {
+			sources = append(sources, SourceState{Source: s})
+		}
+	}
 	in := Input{
 		Config:      shardconfig.Config{Shards: []shardconfig.Shard{{ID: "a"}}},
-		Sources:     []SourceState{{Source: set.Sources[0], Live: live}},
+		Sources:     sources,
 		Deployments: map[string]*appsv1.Deployment{"flux-system/helm-controller": live},
 		Mapped:      testfixture.MappedTable{Objects: map[string]map[string][]string{"a": {"helmreleases": {"x/1"}}, "typo": {"helmreleases": {"x/2", "x/3"}}}},
 	}
@@ -582,10 +601,15 @@ func fluxWorld(t *testing.T, shardAware bool) *world {
 	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
 	require.NoError(t, err)
 	live := testfixture.HelmController("flux-system", shardAware)
-	return &world{t: t, sources: []SourceState{{Source: set.Sources[0], Live: live}},
-		deps:   map[string]*appsv1.Deployment{"flux-system/helm-controller": live},
+	w := &world{t: t, deps: map[string]*appsv1.Deployment{"flux-system/helm-controller": live},
 		svcs:   map[string]*corev1.Service{},
 		mapped: testfixture.MappedTable{Objects: map[string]map[string][]string{}}}
+	for _, s := range set.Sources {
+		if s.Name == "helm-controller" {
+			w.sources = append(w.sources, SourceState{Source: s, Live: live})
+		}
+	}
+	return w
 }
 
 func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
@@ -595,7 +619,7 @@ func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
 	assert.Empty(t, p.Actions, "a copy beside a main controller that watches everything would be a second controller on every object")
 	require.Len(t, p.Shards, 1)
 	assert.Equal(t, status.StatePending, p.Shards[0].State)
-	assert.Contains(t, p.Shards[0].Message, "helm-controller-shard-a not created")
+	assert.Contains(t, p.Shards[0].Message, "helm-controller-a not created")
 	assert.Empty(t, p.Targets)
 	require.Len(t, p.NotShardAware, 1)
 
@@ -604,7 +628,7 @@ func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
 	w.deps["flux-system/helm-controller"], w.sources[0].Live = aware, aware
 	p, err = w.decide("a", "")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"helm-controller-shard-a"}, kinds(p)[Create])
+	assert.Equal(t, []string{"helm-controller-a"}, kinds(p)[Create])
 	assert.Equal(t, status.StateActive, p.Shards[0].State)
 	assert.Empty(t, p.NotShardAware)
 	w.converge(p)
@@ -624,7 +648,106 @@ func TestSourceNotShardAwareGetsNoNewCopy(t *testing.T) {
 	// A removed shard is still deleted.
 	p, err = w.decide("[]", "")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"helm-controller-shard-a"}, kinds(p)[Delete])
+	assert.Equal(t, []string{"helm-controller-a"}, kinds(p)[Delete])
+}
+
+// legacyHelmCopy is a copy of helm-controller as shardkeeper made it
+// before it named copies the way Flux does: "helm-controller-shard-<id>",
+// selected by shardkeeper's own labels.
+func legacyHelmCopy(id string, available bool) *appsv1.Deployment {
+	d := testfixture.HelmController("flux-system", true)
+	d.Name = "helm-controller-shard-" + id
+	d.UID = types.UID("uid-" + d.Name)
+	d.Labels = map[string]string{render.ManagedByLabel: render.ManagedByValue, render.ShardLabel: id, "shardkeeper.io/controller": "helm-controller"}
+	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{render.ShardLabel: id, "shardkeeper.io/controller": "helm-controller"}}
+	d.Spec.Template.Labels = d.Spec.Selector.MatchLabels
+	c := &d.Spec.Template.Spec.Containers[0]
+	c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--watch-label-selector=") })
+	c.Args = append(c.Args, "--watch-label-selector=sharding.fluxcd.io/key="+id)
+	if available {
+		d.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, ReadyReplicas: 1}
+	}
+	return d
+}
+
+// fluxWorldWithLegacy is a Flux world in which shard id has its copy
+// under the earlier name.
+func fluxWorldWithLegacy(t *testing.T, id string, available bool) (*world, *appsv1.Deployment) {
+	t.Helper()
+	w := fluxWorld(t, true)
+	old := legacyHelmCopy(id, available)
+	w.deps["flux-system/"+old.Name] = old
+	return w, old
+}
+
+func TestLegacyCopyIsRenamedWithoutAGap(t *testing.T) {
+	w, old := fluxWorldWithLegacy(t, "a", true)
+
+	// The copy of the new name is created; the old one keeps the shard
+	// served meanwhile.
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.Equal(t, map[ActionKind][]string{Create: {"helm-controller-a"}}, kinds(p))
+	assert.False(t, p.NewShards["a"], "the shard is in force through its old copy: nothing new to announce")
+	assert.Equal(t, status.StateActive, p.Shards[0].State, "the old copy serves the shard")
+	w.converge(p)
+
+	// Not Available yet: the old copy stays.
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions)
+	assert.Equal(t, status.StateActive, p.Shards[0].State)
+
+	// Available: the old copy goes, and only then.
+	cur := w.deps["flux-system/helm-controller-a"]
+	cur.Status = appsv1.DeploymentStatus{ObservedGeneration: cur.Generation, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, ReadyReplicas: 1}
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	require.Len(t, p.Actions, 1)
+	assert.Equal(t, Delete, p.Actions[0].Kind)
+	assert.True(t, p.Actions[0].Renamed)
+	assert.Equal(t, "helm-controller-shard-a", p.Actions[0].Deployment.Name)
+	assert.Empty(t, p.Removals, "a rename is no removal of the shard")
+
+	// Both run the same selector, and so share one Lease.
+	selector := func(d *appsv1.Deployment) []string {
+		var out []string
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(a, "--watch-label-selector") || a == "--enable-leader-election" {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, selector(old), selector(cur))
+	w.converge(p)
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions)
+}
+
+func TestLegacyCopyOfARemovedShardIsDeleted(t *testing.T) {
+	w, _ := fluxWorldWithLegacy(t, "gone", false)
+	p, err := w.decide("a", "")
+	require.NoError(t, err)
+	assert.Contains(t, kinds(p)[Delete], "helm-controller-shard-gone", "a removed shard's old copy is in force and goes with it")
+	assert.Contains(t, kinds(p)[Create], "helm-controller-a")
+}
+
+func TestLegacyNameOfAnotherShardIsNotTaken(t *testing.T) {
+	// Shard "1" has its old copy helm-controller-shard-1, which is the
+	// current name of shard "shard-1"'s copy: neither is touched until
+	// shard "1" has moved to its new name.
+	w, _ := fluxWorldWithLegacy(t, "1", true)
+	p, err := w.decide("1,shard-1", "")
+	require.NoError(t, err)
+	assert.Equal(t, map[ActionKind][]string{Create: {"helm-controller-1"}}, kinds(p))
+	byID := map[string]status.ShardStatus{}
+	for _, s := range p.Shards {
+		byID[s.ID] = s
+	}
+	assert.Equal(t, status.StateConflict, byID["shard-1"].State)
+	assert.Contains(t, byID["shard-1"].Message, "the earlier copy of another shard")
 }
 
 func TestJobPlacementMismatch(t *testing.T) {

@@ -48,6 +48,7 @@ const (
 var droppedLabels = []string{
 	ManagedByLabel, "app.kubernetes.io/instance", "helm.sh/chart", "heritage", "release",
 	"kustomize.toolkit.fluxcd.io/name", "kustomize.toolkit.fluxcd.io/namespace",
+	"fluxcd.controlplane.io/name", "fluxcd.controlplane.io/namespace",
 }
 
 // Render returns the Deployment that runs src for shard, cloned from the
@@ -56,21 +57,27 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 	if live == nil {
 		return nil, fmt.Errorf("source %s: Deployment not found", src.Key())
 	}
-	selector := map[string]string{controllerLabel: src.Name, ShardLabel: shard.ID}
-	labels := cloneLabels(live.Labels, selector)
+	clone := map[string]string{controllerLabel: src.Name, ShardLabel: shard.ID}
+	labels := cloneLabels(live.Labels, clone)
 
 	spec := *live.Spec.DeepCopy()
 	if shard.Replicas != nil {
 		r := *shard.Replicas
 		spec.Replicas = &r
 	}
+	selector := selectorOf(src, shard.ID)
 	spec.Selector = &metav1.LabelSelector{MatchLabels: selector}
 
 	tmpl := &spec.Template
 	podLabels := shardPodLabels(src, tmpl.Labels, shard.ID)
 	maps.Copy(podLabels, selector)
+	podLabels[ShardLabel] = shard.ID
 	tmpl.Labels = podLabels
+	tmpl.Annotations = withAnnotations(tmpl.Annotations, src.Annotations)
 
+	if err := refuseSharedClaims(src, &tmpl.Spec); err != nil {
+		return nil, err
+	}
 	target, err := keepContainer(&tmpl.Spec, src)
 	if err != nil {
 		return nil, err
@@ -86,7 +93,7 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 			Name:        src.CloneName(shard.ID),
 			Namespace:   src.Namespace,
 			Labels:      labels,
-			Annotations: map[string]string{sourceAnnotation: src.Key()},
+			Annotations: withAnnotations(map[string]string{sourceAnnotation: src.Key()}, src.Annotations),
 		},
 		Spec: spec,
 	}
@@ -96,12 +103,103 @@ func Render(src source.Source, live *appsv1.Deployment, shard shardconfig.Shard)
 	return d, nil
 }
 
+// selectorOf returns the selector of the shard's copy of src: the
+// source's own when it names one (Flux's "app: <controller>-<id>"), so
+// that a copy made by the upstream tools keeps its immutable selector when
+// it is handed over; else shardkeeper's controller and shard labels, which
+// no other Deployment's pods carry together.
+func selectorOf(src source.Source, shardID string) map[string]string {
+	if len(src.SelectorLabels) == 0 {
+		return map[string]string{controllerLabel: src.Name, ShardLabel: shardID}
+	}
+	out := make(map[string]string, len(src.SelectorLabels))
+	for k, v := range src.SelectorLabels {
+		out[k] = strings.ReplaceAll(v, source.Placeholder, shardID)
+	}
+	return out
+}
+
+// withAnnotations returns a copy of base with extra set over it, or base
+// itself when there is nothing to add.
+func withAnnotations(base, extra map[string]string) map[string]string {
+	if len(extra) == 0 {
+		return base
+	}
+	out := make(map[string]string, len(base)+len(extra))
+	maps.Copy(out, base)
+	maps.Copy(out, extra)
+	return out
+}
+
+// refuseSharedClaims refuses a copy of a pod that mounts a
+// PersistentVolumeClaim when the source's storage must be its own: the
+// copy would mount the same claim, and two source-controllers writing one
+// artifact store (or a ReadWriteOnce claim that a second node cannot
+// attach) is a broken shard, not a working one.
+func refuseSharedClaims(src source.Source, pod *corev1.PodSpec) error {
+	if !src.ExclusiveClaims {
+		return nil
+	}
+	for _, v := range pod.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			return fmt.Errorf("source %s keeps its storage on PersistentVolumeClaim %s (volume %q), which a shard must not share; "+
+				"give the source an emptyDir volume (Flux's default) to have it sharded", src.Key(), v.PersistentVolumeClaim.ClaimName, v.Name)
+		}
+	}
+	return nil
+}
+
+// advertised returns the address that the shard's copy of src advertises
+// with src.AdvertiseFlag: its own Service's, in the cluster domain (and
+// with the port) of the source's value, "<svc>.<ns>.svc.<domain>", as Flux
+// Operator renders it for a shard. The namespace is the kubelet's
+// expansion of $(RUNTIME_NAMESPACE) when the container has that variable,
+// as Flux's containers do, and the literal namespace otherwise.
+func advertised(src source.Source, c *corev1.Container, shardID string) string {
+	domain := "cluster.local."
+	if v, ok := flagValue(c.Args, src.AdvertiseFlag); ok {
+		if _, rest, found := strings.Cut(v, ".svc."); found && rest != "" {
+			domain = rest
+		}
+	}
+	ns := src.Namespace
+	for _, e := range c.Env {
+		if e.Name == runtimeNamespaceVar {
+			ns = "$(" + runtimeNamespaceVar + ")"
+		}
+	}
+	return src.ServiceCloneName(shardID) + "." + ns + ".svc." + domain
+}
+
+// runtimeNamespaceVar is the variable Flux's containers take their
+// namespace from (a fieldRef to metadata.namespace).
+const runtimeNamespaceVar = "RUNTIME_NAMESPACE"
+
+// flagValue returns the last value of flag in args, in the "--flag=v" or
+// "--flag v" form: the one a pflag command line takes.
+func flagValue(args []string, flag string) (string, bool) {
+	var value string
+	var found bool
+	for i, a := range args {
+		switch {
+		case strings.HasPrefix(a, flag+"="):
+			value, found = a[len(flag)+1:], true
+		case a == flag && i+1 < len(args):
+			value, found = args[i+1], true
+		}
+	}
+	return value, found
+}
+
 // configureContainer gives the source's controller container the shard:
 // its arguments, its node selector as a flag (for the Jobs the controller
 // starts) and its resources.
 func configureContainer(target *corev1.Container, src source.Source, shard shardconfig.Shard) error {
 	for _, a := range src.Args {
 		target.Args = setFlag(target.Args, strings.ReplaceAll(a, source.Placeholder, shard.ID))
+	}
+	if src.AdvertiseFlag != "" && src.MetricsService != "" {
+		target.Args = setFlag(target.Args, src.AdvertiseFlag+"="+advertised(src, target, shard.ID))
 	}
 	if src.NodeSelectorFlag != "" {
 		target.Args = removeFlag(target.Args, src.NodeSelectorFlag)
@@ -339,6 +437,21 @@ func IsManaged(o metav1.Object) bool {
 // Deployment d is, and false when d is no such copy.
 func DeploymentShard(src source.Source, d *appsv1.Deployment) (string, bool) {
 	return shardOf(src, d, src.CloneName)
+}
+
+// LegacyDeploymentShard returns the shard whose copy of src, named as an
+// earlier release named it, the managed Deployment d is. Such copies were
+// always labelled by shardkeeper, so their labels alone say whose they
+// are: a name of the old form can also be a current copy's name.
+func LegacyDeploymentShard(src source.Source, d *appsv1.Deployment) (string, bool) {
+	if src.LegacyNameSep == "" || d.Namespace != src.Namespace || !IsManaged(d) {
+		return "", false
+	}
+	id := d.Labels[ShardLabel]
+	if d.Labels[controllerLabel] != src.Name || d.Name != src.LegacyCloneName(id) {
+		return "", false
+	}
+	return id, shardconfig.ValidateID(id) == nil
 }
 
 // ServiceShard returns the shard whose copy of src's metrics Service the

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -103,7 +105,83 @@ func TestRenderFlux(t *testing.T) {
 	args := d.Spec.Template.Spec.Containers[0].Args
 	assert.Contains(t, args, "--watch-label-selector=sharding.fluxcd.io/key=s1")
 	assert.NotContains(t, args, "--watch-label-selector=!sharding.fluxcd.io/key")
-	assert.Equal(t, "helm-controller-shard-s1", d.Name)
+	// As Flux's sharding guide and Flux Operator name and label a shard.
+	assert.Equal(t, "helm-controller-s1", d.Name)
+	assert.Equal(t, map[string]string{"app": "helm-controller-s1"}, d.Spec.Selector.MatchLabels)
+	assert.Equal(t, "helm-controller-s1", d.Spec.Template.Labels["app"])
+	assert.Equal(t, "s1", d.Spec.Template.Labels[ShardLabel])
+	assert.NotContains(t, d.Spec.Template.Labels, controllerLabel,
+		"pods without the controller label: an earlier copy's selector (controller and shard) must not select them")
+	for what, a := range map[string]map[string]string{"Deployment": d.Annotations, "pod": d.Spec.Template.Annotations} {
+		assert.Equal(t, "shard", a["sharding.fluxcd.io/role"], what)
+	}
+	id, ok := DeploymentShard(src, d)
+	assert.True(t, ok)
+	assert.Equal(t, "s1", id)
+}
+
+func TestRenderFluxSourceController(t *testing.T) {
+	src := sources(t, "flux")["source-controller"]
+	live := testfixture.SourceController("flux-system", true)
+	d, err := Render(src, live, shardconfig.Shard{ID: "s1"})
+	require.NoError(t, err)
+	assert.Equal(t, "source-controller-s1", d.Name)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	assert.Equal(t, "--storage-adv-addr=source-controller-s1.$(RUNTIME_NAMESPACE).svc.cluster.local.", args[len(args)-1],
+		"the shard advertises its own Service, last, as Flux Operator renders it")
+	assert.Len(t, slices.DeleteFunc(slices.Clone(args), func(a string) bool { return !strings.HasPrefix(a, "--storage-adv-addr") }), 1)
+
+	// Another cluster domain is kept, and so is a port.
+	live.Spec.Template.Spec.Containers[0].Args = append(live.Spec.Template.Spec.Containers[0].Args,
+		"--storage-adv-addr", "source-controller.$(RUNTIME_NAMESPACE).svc.corp.example.:8080")
+	d, err = Render(src, live, shardconfig.Shard{ID: "s1"})
+	require.NoError(t, err)
+	assert.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--storage-adv-addr=source-controller-s1.$(RUNTIME_NAMESPACE).svc.corp.example.:8080")
+
+	svc, err := RenderService(src, testfixture.SourceControllerService("flux-system"), shardconfig.Shard{ID: "s1"})
+	require.NoError(t, err)
+	assert.Equal(t, "source-controller-s1", svc.Name)
+	assert.Equal(t, map[string]string{"app": "source-controller-s1"}, svc.Spec.Selector)
+	assert.Equal(t, "shard", svc.Annotations["sharding.fluxcd.io/role"])
+	assert.Equal(t, testfixture.SourceControllerService("flux-system").Spec.Ports, svc.Spec.Ports)
+}
+
+func TestRenderRefusesASharedClaim(t *testing.T) {
+	src := sources(t, "flux")["source-controller"]
+	live := testfixture.SourceController("flux-system", true)
+	for i, v := range live.Spec.Template.Spec.Volumes {
+		if v.Name == "data" {
+			live.Spec.Template.Spec.Volumes[i].VolumeSource = corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "source-controller"}}
+		}
+	}
+	_, err := Render(src, live, shardconfig.Shard{ID: "s1"})
+	require.ErrorContains(t, err, `keeps its storage on PersistentVolumeClaim source-controller (volume "data"), which a shard must not share`)
+	// A custom source is not refused: its storage is its own business.
+	_, err = Render(source.Source{Namespace: "flux-system", Name: "source-controller", Container: "manager"}, live, shardconfig.Shard{ID: "s1"})
+	assert.NoError(t, err)
+}
+
+func TestLegacyDeploymentShard(t *testing.T) {
+	src := sources(t, "flux")["helm-controller"]
+	legacy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "helm-controller-shard-1",
+		Labels: map[string]string{ManagedByLabel: ManagedByValue, ShardLabel: "1", controllerLabel: "helm-controller"}}}
+	id, ok := LegacyDeploymentShard(src, legacy)
+	assert.True(t, ok)
+	assert.Equal(t, "1", id)
+	_, ok = DeploymentShard(src, legacy)
+	assert.False(t, ok, "by its labels, an earlier copy of shard 1, not the current copy of shard shard-1")
+
+	current := legacy.DeepCopy()
+	current.Labels[ShardLabel] = "shard-1"
+	_, ok = LegacyDeploymentShard(src, current)
+	assert.False(t, ok)
+	id, ok = DeploymentShard(src, current)
+	assert.True(t, ok)
+	assert.Equal(t, "shard-1", id)
+
+	_, ok = LegacyDeploymentShard(sources(t, "flux")["kustomize-controller"], legacy)
+	assert.False(t, ok)
 }
 
 func TestRenderErrors(t *testing.T) {
@@ -186,7 +264,8 @@ func FuzzRender(f *testing.F) {
 			srcs[s.Name] = s
 		}
 	}
-	lives := []*appsv1.Deployment{testfixture.FleetController("f"), testfixture.Gitjob("f"), testfixture.HelmOpsController("f"), testfixture.HelmController("x", true)}
+	lives := []*appsv1.Deployment{testfixture.FleetController("f"), testfixture.Gitjob("f"), testfixture.HelmOpsController("f"),
+		testfixture.SourceController("x", true), testfixture.KustomizeController("x", true), testfixture.HelmController("x", true)}
 	f.Fuzz(func(t *testing.T, value string) {
 		shards, err := shardconfig.ParseShards(value)
 		if err != nil {
@@ -206,7 +285,7 @@ func FuzzRender(f *testing.F) {
 				if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
 					t.Fatalf("selector %v does not match the pods %v", d.Spec.Selector, d.Spec.Template.Labels)
 				}
-				if d.Spec.Selector.MatchLabels[ShardLabel] != shard.ID || d.Labels[ManagedByLabel] != ManagedByValue {
+				if d.Spec.Template.Labels[ShardLabel] != shard.ID || d.Labels[ManagedByLabel] != ManagedByValue {
 					t.Fatalf("clone of %s for %q is not marked as the shard's own", src.Name, shard.ID)
 				}
 				c := d.Spec.Template.Spec.Containers

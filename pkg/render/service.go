@@ -51,7 +51,7 @@ func RenderService(src source.Source, live *corev1.Service, shard shardconfig.Sh
 			Name:        src.ServiceCloneName(shard.ID),
 			Namespace:   src.Namespace,
 			Labels:      cloneLabels(live.Labels, clone),
-			Annotations: map[string]string{sourceAnnotation: src.ServiceKey()},
+			Annotations: withAnnotations(map[string]string{sourceAnnotation: src.ServiceKey()}, src.Annotations),
 		},
 		Spec: spec,
 	}

@@ -51,6 +51,10 @@ func (c *Controller) apply(p plan.Plan) (failing map[string]error, err error) {
 			c.announceLater(corev1.EventTypeWarning, status.ReasonShardRestored,
 				"%s of shard %s was %s", a.Ref(), a.Shard, what)
 		}
+		if a.Renamed {
+			c.announceLater(corev1.EventTypeNormal, status.ReasonShardRenamed,
+				"%s of shard %s, named as an earlier release named it, was deleted: its successor is Available", a.Ref(), a.Shard)
+		}
 		if a.Kind == plan.Create && p.NewShards[a.Shard] {
 			created[a.Shard] = append(created[a.Shard], a.Object().GetName())
 		}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/shardkeeper/shardkeeper/pkg/crossref"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
@@ -133,7 +134,7 @@ func (c *Controller) carryOut(cm *corev1.ConfigMap, cfg shardconfig.Config, in p
 		// must then say why no shard is removed, counts short or not.
 		p.Shards = p.StatusAfter(failing)
 		recordGauges(p)
-		paced, err := c.report(cm, status.Status{Shards: p.Shards, Warnings: warnings(p)})
+		paced, err := c.report(cm, status.Status{Shards: p.Shards, Warnings: c.withCrossShard(warnings(p))})
 		if err != nil {
 			applyErr = errors.Join(applyErr, err)
 		}
@@ -214,6 +215,22 @@ func warnings(p plan.Plan) status.Warnings {
 	}
 	return w
 }
+
+// withCrossShard adds to w the objects whose work lands on another shard,
+// bounded as the unknown shards are: a sample and a count.
+func (c *Controller) withCrossShard(w status.Warnings) status.Warnings {
+	if c.opts.References == nil {
+		return w
+	}
+	if crossed := c.opts.References.CrossShard(); len(crossed) > 0 {
+		w.CrossShard = &status.CrossShard{Count: len(crossed), Objects: crossref.Sample(crossed, crossShardSample)}
+	}
+	return w
+}
+
+// crossShardSample is how many of the objects whose work lands on another
+// shard the status names.
+const crossShardSample = 5
 
 // availabilitySnapshot is what this process has seen of the shards'
 // availability, for the next decision.

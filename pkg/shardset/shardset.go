@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/shardkeeper/shardkeeper/pkg/crossref"
 	"github.com/shardkeeper/shardkeeper/pkg/expect"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
@@ -67,6 +68,12 @@ type Options struct {
 	// more would only wait in the limiters, and fewer would hold a shard
 	// set of the usual sizes back by a round trip.
 	WriteParallelism int
+	// References, when set, finds the objects whose derived objects or
+	// sources are on another shard than the one that needs them, for the
+	// status's warnings; nil checks none.
+	References interface {
+		CrossShard() []crossref.Crossed
+	}
 }
 
 // Controller reconciles the shard set.

@@ -73,13 +73,55 @@ type Source struct {
 	// those objects are not served there, whatever else runs. Empty means
 	// every mapped kind.
 	Serves []string
+	// NameSep joins the source's name (and its Service's) and a shard ID in
+	// the names of the shard's copies; empty means "-shard-", as Fleet's
+	// chart names a shard. Flux names its shards "<controller>-<id>".
+	NameSep string
+	// LegacyNameSep, when set, is the separator of the names that earlier
+	// releases gave the copies: such a copy is replaced by one of the
+	// current name, which is created first.
+	LegacyNameSep string
+	// SelectorLabels, when set, are the copy's Deployment selector, values
+	// being templates (Flux's "app: <controller>-<id>"), so that a shard
+	// Deployment made by Flux's own tools is handed over in place. Empty
+	// selects by shardkeeper's controller and shard labels.
+	SelectorLabels map[string]string
+	// Annotations are set on the copy's Deployment, its pods and its
+	// Service (Flux's "sharding.fluxcd.io/role: shard").
+	Annotations map[string]string
+	// AdvertiseFlag, when set, is the flag that tells the controller the
+	// address it advertises for its Service (source-controller's
+	// --storage-adv-addr); the copy advertises its own Service's, in the
+	// cluster domain of the source's value.
+	AdvertiseFlag string
+	// ExclusiveClaims refuses a copy of a pod that mounts a
+	// PersistentVolumeClaim: the source's storage is its own, and two
+	// controllers writing one volume would corrupt it.
+	ExclusiveClaims bool
 }
 
 // Key returns "namespace/name".
 func (s Source) Key() string { return s.Namespace + "/" + s.Name }
 
 // CloneName returns the name of the shard's copy of the source.
-func (s Source) CloneName(shardID string) string { return s.Name + cloneInfix + shardID }
+func (s Source) CloneName(shardID string) string { return s.Name + s.sep() + shardID }
+
+// LegacyCloneName returns the name that an earlier release gave the
+// shard's copy, or "" when the name did not change.
+func (s Source) LegacyCloneName(shardID string) string {
+	if s.LegacyNameSep == "" {
+		return ""
+	}
+	return s.Name + s.LegacyNameSep + shardID
+}
+
+// sep returns the separator of the copies' names.
+func (s Source) sep() string {
+	if s.NameSep == "" {
+		return cloneInfix
+	}
+	return s.NameSep
+}
 
 // ServiceKey returns "namespace/name" of the source's metrics Service, or
 // "" when it has none.
@@ -93,7 +135,7 @@ func (s Source) ServiceKey() string {
 // ServiceCloneName returns the name of the shard's copy of the metrics
 // Service, as Fleet's chart names it: "monitoring-fleet-controller-shard-<id>".
 func (s Source) ServiceCloneName(shardID string) string {
-	return s.MetricsService + cloneInfix + shardID
+	return s.MetricsService + s.sep() + shardID
 }
 
 // Limits of what a shard ID becomes part of.
@@ -164,6 +206,9 @@ func (s Source) idLimit() IDLimit {
 	for _, k := range slices.Sorted(maps.Keys(s.PodLabels)) {
 		tighter("pod label "+k+"=", s.PodLabels[k], validation.LabelValueMaxLength)
 	}
+	for _, k := range slices.Sorted(maps.Keys(s.SelectorLabels)) {
+		tighter("selector label "+k+"=", s.SelectorLabels[k], validation.LabelValueMaxLength)
+	}
 	if s.MetricsService != "" {
 		tighter("Service ", s.ServiceCloneName(Placeholder), maxServiceName)
 	}
@@ -187,8 +232,24 @@ type MappedKind struct {
 	// again and they follow it to the new shard.
 	BumpOnMove string
 	// OwnerLabel, on a derived kind, names the object it was made from, in
-	// its own namespace (a Bundle's fleet.cattle.io/repo-name).
+	// its own namespace (a Bundle's fleet.cattle.io/repo-name). On a kind
+	// that is not derived, an object that carries it is derived all the
+	// same: a HelmChart that helm-controller made from a HelmRelease's
+	// spec.chart (helm.toolkit.fluxcd.io/name) takes its shard label from
+	// there, and placement never moves it.
 	OwnerLabel string
+	// GroupByNamespace makes a namespace the unit of placement for the
+	// kind: the objects of every such kind in one namespace live on one
+	// shard and move together. Flux resolves a HelmChart's repository
+	// only inside its source shard, and a tenant's objects refer to each
+	// other within their namespace.
+	GroupByNamespace bool
+	// SpecLabels, when set, is the dotted path of a map in the object's
+	// spec whose labels the controller puts on the objects it derives
+	// (a HelmRelease's spec.chart.metadata.labels onto its HelmChart, a
+	// HelmOp's spec.labels onto its Bundle): the shard label there decides
+	// where that work runs.
+	SpecLabels string
 }
 
 // Name is how the kind is shown in the status and in Events.
@@ -247,6 +308,10 @@ type Options struct {
 	// MetricsServices are --source-metrics-service values:
 	// "NAMESPACE/NAME=SERVICE", the metrics Service of a source.
 	MetricsServices []string
+	// FluxShardKey is the label that maps Flux's objects to a shard, as
+	// FluxInstance.spec.sharding.key sets it; empty means
+	// FluxShardKeyLabel.
+	FluxShardKey string
 	// RequiredArgs are --source-required-arg values:
 	// "NAMESPACE/NAME=--flag=value", what a source's main controller must
 	// run with for its clones to be created.
@@ -309,10 +374,16 @@ func presets(o Options) (Set, error) {
 				set.Mapped = append(set.Mapped, fleetKinds()...)
 			}
 		case presetFlux:
-			set.Sources = append(set.Sources, fluxSources(o.FluxNamespace)...)
+			key := o.FluxShardKey
+			if key == "" {
+				key = FluxShardKeyLabel
+			}
+			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+				return Set{}, fmt.Errorf("flux shard key %q: %s", key, strings.Join(errs, "; "))
+			}
+			set.Sources = append(set.Sources, fluxSources(o.FluxNamespace, key)...)
 			if len(o.Mapped) == 0 {
-				set.Mapped = append(set.Mapped,
-					MappedKind{Resource: schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}, Label: FluxShardKeyLabel})
+				set.Mapped = append(set.Mapped, fluxKinds(key)...)
 			}
 		case "":
 		default:
@@ -383,7 +454,7 @@ func checkCopies(sources []Source) error {
 			if a.Namespace != b.Namespace {
 				continue
 			}
-			if err := overlap("Deployment", a.Namespace, b.Name, a.Name); err != nil {
+			if err := overlap("Deployment", a.Namespace, b.Name, b.sep(), a.Name, a.sep()); err != nil {
 				return fmt.Errorf("the copies of sources %s and %s could have the same name: %w", b.Key(), a.Key(), err)
 			}
 			switch {
@@ -392,7 +463,7 @@ func checkCopies(sources []Source) error {
 				return fmt.Errorf("sources %s and %s have the same metrics Service %s/%s: its copies for a shard would be one Service",
 					b.Key(), a.Key(), a.Namespace, a.MetricsService)
 			default:
-				if err := overlap("Service", a.Namespace, b.MetricsService, a.MetricsService); err != nil {
+				if err := overlap("Service", a.Namespace, b.MetricsService, b.sep(), a.MetricsService, a.sep()); err != nil {
 					return fmt.Errorf("the metrics Service copies of sources %s and %s could have the same name: %w", b.Key(), a.Key(), err)
 				}
 			}
@@ -401,11 +472,12 @@ func checkCopies(sources []Source) error {
 	return nil
 }
 
-// overlap returns an error when the copies of the objects named x and y
-// can have the same name, "<x>-shard-<id>" = "<y>-shard-<id'>": that is
-// when one of x and y with the infix begins the other's.
-func overlap(kind, namespace, x, y string) error {
-	px, py := x+cloneInfix, y+cloneInfix
+// overlap returns an error when the copies of the objects named x and y,
+// joined to a shard ID by sepX and sepY, can have the same name,
+// "<x><sepX><id>" = "<y><sepY><id'>": that is when one of the two
+// prefixes begins the other.
+func overlap(kind, namespace, x, sepX, y, sepY string) error {
+	px, py := x+sepX, y+sepY
 	if len(px) > len(py) {
 		x, y, px, py = y, x, py, px
 	}
@@ -448,7 +520,7 @@ func fleetKinds() []MappedKind {
 	}
 	return []MappedKind{
 		{Resource: gvr("gitrepos"), Label: FleetShardRefLabel, BumpOnMove: "spec.forceSyncGeneration"},
-		{Resource: gvr("helmops"), Label: FleetShardRefLabel},
+		{Resource: gvr("helmops"), Label: FleetShardRefLabel, SpecLabels: "spec.labels"},
 		{Resource: gvr("bundles"), Label: FleetShardRefLabel, Derived: true, OwnerLabel: "fleet.cattle.io/repo-name"},
 		{Resource: gvr("bundledeployments"), Label: FleetShardRefLabel, Derived: true},
 	}
@@ -483,15 +555,89 @@ func fleetSources(ns string) []Source {
 	return []Source{controller, gitjob, helmops}
 }
 
-func fluxSources(ns string) []Source {
-	return []Source{{
-		Namespace:   ns,
-		Name:        "helm-controller",
-		Container:   "manager",
-		Args:        []string{fluxSelectorFlag + "=" + FluxShardKeyLabel + "=" + Placeholder},
-		RequiredArg: fluxSelectorFlag + "=!" + FluxShardKeyLabel,
-		Serves:      []string{"helmreleases"},
-	}}
+// Flux's controllers as Flux shards them: fluxcd/website
+// content/en/flux/installation/configuration/sharding.md and Flux
+// Operator's FluxInstance.spec.sharding (internal/builder/templates.go).
+const (
+	fluxSourceController = "source-controller"
+	fluxSourceWatcher    = "source-watcher"
+	// fluxRoleAnnotation marks a shard's objects; the guide's patches of the
+	// main controllers select "!sharding.fluxcd.io/role".
+	fluxRoleAnnotation = "sharding.fluxcd.io/role"
+	fluxStorageAdvFlag = "--storage-adv-addr"
+)
+
+// fluxKinds are the kinds that the sharded Flux controllers reconcile, each
+// with the finalizer finalizers.fluxcd.io that only the controller whose
+// --watch-label-selector matches removes. An OCI HelmRepository has none,
+// but a HelmChart finds it only through its own shard's source-controller,
+// so it is counted too. Every kind is placed by namespace: Flux resolves a
+// HelmChart's repository inside one source shard only.
+func fluxKinds(key string) []MappedKind {
+	kind := func(group, version, resource string) MappedKind {
+		return MappedKind{Resource: schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, Label: key, GroupByNamespace: true}
+	}
+	const (
+		sources = "source.toolkit.fluxcd.io"
+		images  = "image.toolkit.fluxcd.io"
+	)
+	release := kind("helm.toolkit.fluxcd.io", "v2", "helmreleases")
+	release.SpecLabels = "spec.chart.metadata.labels"
+	chart := kind(sources, "v1", "helmcharts")
+	chart.OwnerLabel = "helm.toolkit.fluxcd.io/name"
+	return []MappedKind{
+		kind(sources, "v1", "gitrepositories"),
+		kind(sources, "v1", "ocirepositories"),
+		kind(sources, "v1", "helmrepositories"),
+		chart,
+		kind(sources, "v1", "buckets"),
+		kind("kustomize.toolkit.fluxcd.io", "v1", "kustomizations"),
+		release,
+		kind(images, "v1", "imagerepositories"),
+		kind(images, "v1", "imagepolicies"),
+		kind(images, "v1", "imageupdateautomations"),
+		kind("source.extensions.fluxcd.io", "v1beta1", "artifactgenerators"),
+	}
+}
+
+// fluxSources are the controllers that Flux Operator shards, each cloned
+// while it is installed: a copy "<controller>-<id>" whose pods and
+// selector are "app: <controller>-<id>", annotated as a shard, watching
+// only the shard's objects. source-controller and source-watcher also get
+// a Service of their own and advertise it in their artifacts' URLs.
+// helm-controller's copies were named "helm-controller-shard-<id>" before.
+func fluxSources(ns, key string) []Source {
+	base := func(name string, serves ...string) Source {
+		return Source{
+			Namespace:      ns,
+			Name:           name,
+			Container:      "manager",
+			Args:           []string{fluxSelectorFlag + "=" + key + "=" + Placeholder},
+			RequiredArg:    fluxSelectorFlag + "=!" + key,
+			PodLabels:      map[string]string{"app": name + "-" + Placeholder},
+			SelectorLabels: map[string]string{"app": name + "-" + Placeholder},
+			Annotations:    map[string]string{fluxRoleAnnotation: "shard"},
+			NameSep:        "-",
+			Serves:         serves,
+		}
+	}
+	withStorage := func(s Source) Source {
+		s.MetricsService = s.Name
+		s.AdvertiseFlag = fluxStorageAdvFlag
+		s.ExclusiveClaims = true
+		return s
+	}
+	helm := base("helm-controller", "helmreleases")
+	helm.LegacyNameSep = cloneInfix
+	return []Source{
+		// A HelmRelease's chart is built by its shard's source-controller.
+		withStorage(base(fluxSourceController, "gitrepositories", "ocirepositories", "helmrepositories", "helmcharts", "buckets", "helmreleases")),
+		base("kustomize-controller", "kustomizations"),
+		helm,
+		base("image-reflector-controller", "imagerepositories", "imagepolicies"),
+		base("image-automation-controller", "imageupdateautomations"),
+		withStorage(base(fluxSourceWatcher, "artifactgenerators")),
+	}
 }
 
 // parseCustom parses "NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...".

@@ -15,7 +15,9 @@ func TestBuildPresets(t *testing.T) {
 	for _, s := range set.Sources {
 		names = append(names, s.Key())
 	}
-	assert.Equal(t, []string{"fleet-ns/fleet-controller", "fleet-ns/gitjob", "fleet-ns/helmops", "flux-ns/helm-controller"}, names)
+	assert.Equal(t, []string{"fleet-ns/fleet-controller", "fleet-ns/gitjob", "fleet-ns/helmops",
+		"flux-ns/source-controller", "flux-ns/kustomize-controller", "flux-ns/helm-controller",
+		"flux-ns/image-reflector-controller", "flux-ns/image-automation-controller", "flux-ns/source-watcher"}, names)
 	assert.Equal(t, []string{"fleet-ns", "flux-ns"}, set.Namespaces())
 	var mapped []string
 	for _, m := range set.Mapped {
@@ -26,11 +28,22 @@ func TestBuildPresets(t *testing.T) {
 		"helmops.fleet.cattle.io=fleet.cattle.io/shard-ref",
 		"bundles.fleet.cattle.io=fleet.cattle.io/shard-ref",
 		"bundledeployments.fleet.cattle.io=fleet.cattle.io/shard-ref",
+		"gitrepositories.source.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"ocirepositories.source.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"helmrepositories.source.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"helmcharts.source.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"buckets.source.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"kustomizations.kustomize.toolkit.fluxcd.io=sharding.fluxcd.io/key",
 		"helmreleases.helm.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"imagerepositories.image.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"imagepolicies.image.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"imageupdateautomations.image.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"artifactgenerators.source.extensions.fluxcd.io=sharding.fluxcd.io/key",
 	}, mapped)
 	for _, m := range set.Mapped {
 		derived := m.Resource.Resource == "bundles" || m.Resource.Resource == "bundledeployments"
 		assert.Equal(t, derived, m.Derived, "%s is guarded, never placed", m.Name())
+		assert.Equal(t, m.Label == FluxShardKeyLabel, m.GroupByNamespace, "%s: Flux's kinds are placed by namespace", m.Name())
 	}
 	byName := map[string]Source{}
 	for _, s := range set.Sources {
@@ -39,8 +52,27 @@ func TestBuildPresets(t *testing.T) {
 	assert.Equal(t, "monitoring-fleet-controller", byName["fleet-controller"].MetricsService)
 	assert.Equal(t, "monitoring-gitjob-shard-a", byName["gitjob"].ServiceCloneName("a"))
 	assert.Equal(t, "fleet-controller", byName["gitjob"].JobPlacementFrom)
-	assert.Empty(t, byName["helm-controller"].MetricsService, "Flux installs no metrics Service for helm-controller")
-	assert.Equal(t, []string{"fleet-ns"}, set.ServiceNamespaces())
+	assert.Empty(t, byName["helm-controller"].MetricsService, "Flux installs no Service for helm-controller")
+	assert.Equal(t, "source-controller-a", byName["source-controller"].ServiceCloneName("a"))
+	assert.Equal(t, "helm-controller-a", byName["helm-controller"].CloneName("a"))
+	assert.Equal(t, "helm-controller-shard-a", byName["helm-controller"].LegacyCloneName("a"))
+	assert.Empty(t, byName["kustomize-controller"].LegacyCloneName("a"), "only helm-controller was cloned before")
+	assert.Equal(t, "--watch-label-selector=!sharding.fluxcd.io/key", byName["kustomize-controller"].RequiredArg)
+	assert.Equal(t, []string{"fleet-ns", "flux-ns"}, set.ServiceNamespaces())
+}
+
+func TestFluxShardKey(t *testing.T) {
+	set, err := Build(Options{Presets: []string{"flux"}, FluxNamespace: "flux-system", FluxShardKey: "example.com/shard"})
+	require.NoError(t, err)
+	for _, s := range set.Sources {
+		assert.Equal(t, []string{"--watch-label-selector=example.com/shard={shard}"}, s.Args, s.Name)
+		assert.Equal(t, "--watch-label-selector=!example.com/shard", s.RequiredArg, s.Name)
+	}
+	for _, m := range set.Mapped {
+		assert.Equal(t, "example.com/shard", m.Label, m.Name())
+	}
+	_, err = Build(Options{Presets: []string{"flux"}, FluxShardKey: "not a key"})
+	assert.ErrorContains(t, err, `flux shard key "not a key"`)
 }
 
 func TestBuildCustom(t *testing.T) {
@@ -130,7 +162,9 @@ func TestIDLimit(t *testing.T) {
 			IDLimit{maxLen: 29, name: "Service monitoring-fleet-controller-shard-<id>", nameMaxLen: 63}},
 		{"fleet and flux", build(Options{Presets: []string{"flux", "fleet"}}),
 			IDLimit{maxLen: 29, name: "Service monitoring-fleet-controller-shard-<id>", nameMaxLen: 63}},
-		{"flux: the ID is a label value", build(Options{Presets: []string{"flux"}}),
+		{"flux: the longest controller's pod label", build(Options{Presets: []string{"flux"}}),
+			IDLimit{maxLen: 35, name: "pod label app=image-automation-controller-<id>", nameMaxLen: 63}},
+		{"the ID is a label value", build(Options{Custom: []string{"ns/c=--s={shard}"}}),
 			IDLimit{maxLen: 63, name: "label value <id>", nameMaxLen: 63}},
 		{"a metrics Service", build(Options{Presets: []string{"flux"}, FluxNamespace: "f", Custom: []string{"f/kc=--s={shard}"},
 			MetricsServices: []string{"f/kc=kustomize-controller-metrics-service"}}),

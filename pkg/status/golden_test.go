@@ -75,6 +75,16 @@ func goldenStatuses(t *testing.T) []struct {
 				`used: count/deployments.apps=11, limited: count/deployments.apps=11`,
 		}}}},
 		{"unknown-bounded", status.Status{Shards: []status.ShardStatus{shard0, shard1}, Warnings: unknown}},
+		{"cross-shard", status.Status{Shards: []status.ShardStatus{shard0, shard1}, Warnings: status.Warnings{CrossShard: &status.CrossShard{
+			Count: 2,
+			Objects: []string{
+				`helmops fleet-default/podinfo: it is on shard "shard0", but spec.labels puts the object derived from it on the main controllers ` +
+					`(no shard label): set fleet.cattle.io/shard-ref: shard0 there`,
+				`helmreleases apps/podinfo: it is on shard "shard1", but spec.chart.metadata.labels puts the object derived from it on the main ` +
+					`controllers (no shard label): set sharding.fluxcd.io/key: shard1 there; spec.chart.spec.sourceRef HelmRepository apps/podinfo ` +
+					`is on shard "shard1", but is resolved on the main controllers (no shard label), and Flux resolves references within one shard`,
+			},
+		}}}},
 	}
 }
 

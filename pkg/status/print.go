@@ -89,6 +89,9 @@ func printTable(w io.Writer, s Status, wide bool) error {
 	for _, src := range s.Warnings.NotShardAware {
 		fmt.Fprintf(w, "\nWarning: %s\n", notShardAwareMessage(src))
 	}
+	if c := s.Warnings.CrossShard; c != nil {
+		fmt.Fprintf(w, "\nWarning: %s\n", crossShardMessage(*c))
+	}
 	if s.Warnings.FailoverWithheld != "" {
 		fmt.Fprintf(w, "\nWarning: %s\n", s.Warnings.FailoverWithheld)
 	}

@@ -47,16 +47,27 @@ const (
 	ReasonSourceNotShardAware  = "SourceNotShardAware"
 	reasonRenderFailed         = "RenderFailed"
 	ReasonShardRestored        = "ShardRestored"
-	ReasonShardDraining        = "ShardDraining"
-	reasonShardDrained         = "ShardDrained"
-	ReasonObjectsMoved         = "ObjectsMoved"
-	ReasonPlacementFailed      = "PlacementFailed"
+	// ReasonShardRenamed: a shard's copy under the name an earlier release
+	// gave it was deleted once its copy of the current name ran.
+	ReasonShardRenamed    = "ShardRenamed"
+	ReasonShardDraining   = "ShardDraining"
+	reasonShardDrained    = "ShardDrained"
+	ReasonObjectsMoved    = "ObjectsMoved"
+	ReasonPlacementFailed = "PlacementFailed"
+	// ReasonPinConflict: objects that placement keeps together (a
+	// namespace of Flux objects) are pinned to different shards, so none
+	// of them is moved.
+	ReasonPinConflict = "PinConflict"
 	// ReasonGitJobPlacementMismatch: a shard's git Jobs cannot run where
 	// the shard asks (Fleet gives them fleet-controller's placement).
 	ReasonGitJobPlacementMismatch = "GitJobPlacementMismatch"
 	// ReasonShardWriteFailed: a shard entered StateWriteFailing; it is
 	// emitted once for it, not per retry.
 	ReasonShardWriteFailed = "ShardWriteFailed"
+	// ReasonCrossShardReference: objects have part of their work done on
+	// another shard than their own (a HelmRelease's chart, a HelmOp's
+	// Bundle, a source that a shard's controller cannot see).
+	ReasonCrossShardReference = "CrossShardReference"
 	// Failover: a shard went down and its objects are moving away, it came
 	// back, or shards are down but none is failed over (too many at once).
 	reasonShardUnavailable = "ShardUnavailable"
@@ -78,6 +89,16 @@ type Warnings struct {
 	// down.
 	FailoverWithheld string   `json:"failoverWithheld,omitempty"`
 	RenderErrors     []string `json:"renderErrors,omitempty"`
+	// CrossShard names the objects whose derived objects or sources are
+	// on another shard than the one that needs them.
+	CrossShard *CrossShard `json:"crossShard,omitempty"`
+}
+
+// CrossShard is how many objects have work on another shard than their
+// own, and the first of them by name, each with why.
+type CrossShard struct {
+	Count   int      `json:"count"`
+	Objects []string `json:"objects"`
 }
 
 // UnknownShard is a shard ID on objects that no shard serves.
@@ -112,7 +133,7 @@ func Encode(s Status) (map[string]string, error) {
 		data[errorKey] = s.Error
 	}
 	w := s.Warnings
-	if len(w.UnknownShards)+len(w.NotShardAware)+len(w.RenderErrors) > 0 || w.FailoverWithheld != "" {
+	if len(w.UnknownShards)+len(w.NotShardAware)+len(w.RenderErrors) > 0 || w.FailoverWithheld != "" || w.CrossShard != nil {
 		b, err := yaml.Marshal(w)
 		if err != nil {
 			return nil, fmt.Errorf("encoding warnings: %w", err)
@@ -234,7 +255,22 @@ func warningChanges(old, cur Warnings) []Event {
 	for _, msg := range newItems(old.RenderErrors, cur.RenderErrors) {
 		out = append(out, Event{corev1.EventTypeWarning, reasonRenderFailed, "a shard Deployment could not be rendered: " + msg})
 	}
+	if c := cur.CrossShard; c != nil && (old.CrossShard == nil || len(newItems(old.CrossShard.Objects, c.Objects)) > 0) {
+		out = append(out, Event{corev1.EventTypeWarning, ReasonCrossShardReference, crossShardMessage(*c)})
+	}
 	return out
+}
+
+// crossShardMessage names the objects whose work lands on another shard.
+// It is news when an object that the status names was not named before:
+// the count alone moves as objects come and go.
+func crossShardMessage(c CrossShard) string {
+	more := ""
+	if n := c.Count - len(c.Objects); n > 0 {
+		more = fmt.Sprintf(" (and %d more, not named)", n)
+	}
+	return fmt.Sprintf("%d object(s) have part of their work on another shard than their own, where it fails or is "+
+		"reconciled by the wrong controllers%s: %s", c.Count, more, strings.Join(c.Objects, " | "))
 }
 
 // notShardAwareMessage says what a source that is not shard-aware lacks,
@@ -243,7 +279,7 @@ func notShardAwareMessage(n NotShardAware) string {
 	return fmt.Sprintf("source Deployment %s is not started with %s, so it would also reconcile the objects of every shard; "+
 		"no new shard copy of it is created until it is (copies that exist are left as they are). "+
 		"Add the argument through whatever installs it, not by hand: see "+
-		"https://github.com/shardkeeper/shardkeeper/blob/main/docs/presets.md#flux-the-main-controller-must-leave-the-shards-objects-alone",
+		"https://github.com/shardkeeper/shardkeeper/blob/main/docs/flux.md#the-main-controllers-must-leave-the-shards-objects-alone",
 		n.Source, n.Needs)
 }
 

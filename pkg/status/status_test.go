@@ -124,3 +124,30 @@ func TestChangesOfUnknownShardsBeyondTheNamed(t *testing.T) {
 	even.MoreUnknownShards, even.MoreUnknownObjects = 200, 300
 	assert.Empty(t, Changes(Status{Warnings: more}, Status{Warnings: even}), "the count is in the status, not a new Event")
 }
+
+func TestChangesOfCrossShard(t *testing.T) {
+	warned := func(count int, objects ...string) Status {
+		return Status{Warnings: Warnings{CrossShard: &CrossShard{Count: count, Objects: objects}}}
+	}
+	one := warned(1, "helmreleases apps/a: r")
+	evs := Changes(Status{}, one)
+	require.Len(t, evs, 1)
+	assert.Equal(t, Event{"Warning", ReasonCrossShardReference,
+		"1 object(s) have part of their work on another shard than their own, where it fails or is reconciled by the wrong controllers: helmreleases apps/a: r"}, evs[0])
+	assert.Empty(t, Changes(one, one), "an unchanged warning emits nothing")
+
+	two := warned(7, "helmreleases apps/a: r", "helmops ns/b: r")
+	evs = Changes(one, two)
+	require.Len(t, evs, 1, "a newly named object is news")
+	assert.Contains(t, evs[0].Message, "7 object(s)")
+	assert.Contains(t, evs[0].Message, "(and 5 more, not named)")
+	assert.Empty(t, Changes(two, warned(9, "helmreleases apps/a: r", "helmops ns/b: r")), "the count is in the status, not a new Event")
+	assert.Empty(t, Changes(two, one), "an object that was fixed is no warning")
+	assert.Empty(t, Changes(one, Status{}), "nor is the warning's end")
+
+	data, err := Encode(two)
+	require.NoError(t, err)
+	assert.Contains(t, data[warningsKey], "crossShard:")
+	assert.Equal(t, two.Warnings, Decode(data).Warnings)
+	assert.Empty(t, Changes(Decode(data), two), "a restart that reads the status back emits nothing")
+}

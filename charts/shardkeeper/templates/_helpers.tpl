@@ -146,14 +146,16 @@ of extraSources.
 {{- end -}}
 
 {{/*
-The namespaces where the daemon manages the shards' metrics Services, as a
-JSON list without duplicates: Fleet's (its preset's sources have
-monitoring-* Services) and those of extraSourceMetricsServices. Flux
-installs no Service for helm-controller.
+The namespaces where the daemon manages the shards' copies of Services, as
+a JSON list without duplicates: Fleet's (monitoring-<source>-shard-<id>,
+copies of its controllers' metrics Services), Flux's (source-controller-<id>
+and source-watcher-<id>, which serve a shard's artifacts) and those of
+extraSourceMetricsServices.
 */}}
 {{- define "shardkeeper.serviceNamespaces" -}}
 {{- $ns := list -}}
 {{- if .Values.presets.fleet.enabled }}{{ $ns = append $ns .Values.presets.fleet.namespace }}{{ end -}}
+{{- if .Values.presets.flux.enabled }}{{ $ns = append $ns .Values.presets.flux.namespace }}{{ end -}}
 {{- range .Values.extraSourceMetricsServices -}}
 {{- $ns = append $ns (regexReplaceAll "^([^/]+)/.*$" . "${1}") -}}
 {{- end -}}
@@ -164,13 +166,19 @@ installs no Service for helm-controller.
 The cluster-wide rules on the objects the daemon counts per shard, as a JSON
 list of {apiGroups, resources, verbs}: one rule per API group and set of
 verbs, resources sorted. The kinds are the presets' (Fleet: GitRepos,
-HelmOps, Bundles and BundleDeployments; Flux: HelmReleases), or mappedKinds
-when set, which replace them. Every kind is listed and watched. With
-placement.enabled:
+HelmOps, Bundles and BundleDeployments; Flux: its sources, Kustomizations,
+HelmReleases, image objects and ArtifactGenerators, as the daemon's
+fluxKinds lists them), or mappedKinds when set, which replace them. Every
+kind is listed and watched. With placement.enabled:
 - the mapped kinds are patched (their shard label), except Fleet's Bundles
   and BundleDeployments, which are made by Fleet and only counted;
-- with the Fleet preset, GitRepos are also read one by one (get): placement
-  reads spec.forceSyncGeneration before it bumps it on a move.
+- the kinds whose move reads the whole object first are also read one by
+  one (get), as the caches hold metadata only: with the Fleet preset,
+  GitRepos (placement reads spec.forceSyncGeneration before it bumps it)
+  and HelmOps (it writes the shard label into spec.labels too); with the
+  Flux preset, HelmReleases (it reads spec.chart before it writes the
+  shard label into spec.chart.metadata.labels, which a HelmRelease with
+  spec.chartRef lacks).
 mappedKinds are list, watch (and patch with placement), nothing more.
 */}}
 {{- define "shardkeeper.mappedRules" -}}
@@ -178,6 +186,7 @@ mappedKinds are list, watch (and patch with placement), nothing more.
 {{- /* "group/resource" -> list of verbs */ -}}
 {{- $kinds := dict -}}
 {{- $rw := ternary (list "list" "watch" "patch") (list "list" "watch") $place -}}
+{{- $rwGet := ternary (list "get" "list" "watch" "patch") $rw $place -}}
 {{- if .Values.mappedKinds -}}
 {{- range .Values.mappedKinds -}}
 {{- $parts := regexSplit "\\." (regexReplaceAll "=.*$" . "") 3 -}}
@@ -185,13 +194,21 @@ mappedKinds are list, watch (and patch with placement), nothing more.
 {{- end -}}
 {{- else -}}
 {{- if .Values.presets.fleet.enabled -}}
-{{- $_ := set $kinds "fleet.cattle.io/gitrepos" (ternary (list "get" "list" "watch" "patch") $rw $place) -}}
-{{- $_ := set $kinds "fleet.cattle.io/helmops" $rw -}}
+{{- $_ := set $kinds "fleet.cattle.io/gitrepos" $rwGet -}}
+{{- $_ := set $kinds "fleet.cattle.io/helmops" $rwGet -}}
 {{- $_ := set $kinds "fleet.cattle.io/bundles" (list "list" "watch") -}}
 {{- $_ := set $kinds "fleet.cattle.io/bundledeployments" (list "list" "watch") -}}
 {{- end -}}
 {{- if .Values.presets.flux.enabled -}}
-{{- $_ := set $kinds "helm.toolkit.fluxcd.io/helmreleases" $rw -}}
+{{- range list "gitrepositories" "ocirepositories" "helmrepositories" "helmcharts" "buckets" -}}
+{{- $_ := set $kinds (printf "source.toolkit.fluxcd.io/%s" .) $rw -}}
+{{- end -}}
+{{- $_ := set $kinds "kustomize.toolkit.fluxcd.io/kustomizations" $rw -}}
+{{- $_ := set $kinds "helm.toolkit.fluxcd.io/helmreleases" $rwGet -}}
+{{- range list "imagerepositories" "imagepolicies" "imageupdateautomations" -}}
+{{- $_ := set $kinds (printf "image.toolkit.fluxcd.io/%s" .) $rw -}}
+{{- end -}}
+{{- $_ := set $kinds "source.extensions.fluxcd.io/artifactgenerators" $rw -}}
 {{- end -}}
 {{- end -}}
 {{- /* "group|verbs" -> rule; dict keys range in sorted order */ -}}
@@ -214,16 +231,27 @@ mappedKinds are list, watch (and patch with placement), nothing more.
 {{/*
 The longest shard ID that the enabled sources allow, as source.Set.IDLimit
 computes it, in JSON: {"max": N, "name": "<derived name>", "nameMax": 63}.
-Only the metrics Services' copies, "<service>-shard-<id>" in 63 characters,
-can allow fewer than the 40 characters of any ID: a Deployment's name (at
-most 63 characters) leaves 172 for it, and the presets' pod labels are the
-ID alone. The sources come in the daemon's order (the presets, then
-extraSources), each with its Service as extraSourceMetricsServices sets it,
-so that a tie names the Service the daemon names.
+A Deployment's name (at most 242 characters with its ReplicaSets' suffix)
+leaves more than 40 characters for any ID; what can allow fewer is a label
+value or Service name of 63 characters that holds the ID after a prefix:
+- the pod and selector label app=<controller>-<id> of Flux's copies: 35 for
+  app=image-automation-controller-<id>, the longest;
+- the copies of Services: Fleet's monitoring-<source>-shard-<id> (29 for
+  monitoring-fleet-controller-shard-<id>, the tightest of all), Flux's
+  source-controller-<id> and source-watcher-<id> (no tighter than their
+  pod labels), and the <service>-shard-<id> of extraSourceMetricsServices
+  (<service>-<id> on a Flux source).
+The sources come in the daemon's order (the presets, then extraSources),
+a source's pod label before its Service, each Service as
+extraSourceMetricsServices sets it, so that a tie names what the daemon
+names.
 */}}
 {{- define "shardkeeper.idLimit" -}}
 {{- $keys := list -}}
+{{- /* "namespace/name" -> Service; -> separator of the copies' names; -> app label */ -}}
 {{- $services := dict -}}
+{{- $seps := dict -}}
+{{- $apps := dict -}}
 {{- if .Values.presets.fleet.enabled -}}
 {{- range list "fleet-controller" "gitjob" "helmops" -}}
 {{- $key := printf "%s/%s" $.Values.presets.fleet.namespace . -}}
@@ -232,7 +260,15 @@ so that a tie names the Service the daemon names.
 {{- end -}}
 {{- end -}}
 {{- if .Values.presets.flux.enabled -}}
-{{- $keys = append $keys (printf "%s/helm-controller" .Values.presets.flux.namespace) -}}
+{{- range list "source-controller" "kustomize-controller" "helm-controller" "image-reflector-controller" "image-automation-controller" "source-watcher" -}}
+{{- $key := printf "%s/%s" $.Values.presets.flux.namespace . -}}
+{{- $keys = append $keys $key -}}
+{{- $_ := set $seps $key "-" -}}
+{{- $_ := set $apps $key . -}}
+{{- if has . (list "source-controller" "source-watcher") -}}
+{{- $_ := set $services $key . -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- range .Values.extraSources -}}
 {{- $keys = append $keys (regexReplaceAll "^([^:=]+).*$" . "${1}") -}}
@@ -242,9 +278,18 @@ so that a tie names the Service the daemon names.
 {{- end -}}
 {{- $limit := dict "max" 40 "name" "" "nameMax" 63 -}}
 {{- range $keys -}}
-{{- $svc := get $services . -}}
-{{- if and $svc (lt (sub 56 (len $svc) | int) (int $limit.max)) -}}
-{{- $limit = dict "max" (sub 56 (len $svc) | int) "name" (printf "Service %s-shard-<id>" $svc) "nameMax" 63 -}}
+{{- $sep := get $seps . | default "-shard-" -}}
+{{- with get $apps . -}}
+{{- $max := sub 63 (len (printf "%s%s" . $sep)) | int -}}
+{{- if lt $max (int $limit.max) -}}
+{{- $limit = dict "max" $max "name" (printf "pod label app=%s%s<id>" . $sep) "nameMax" 63 -}}
+{{- end -}}
+{{- end -}}
+{{- with get $services . -}}
+{{- $max := sub 63 (len (printf "%s%s" . $sep)) | int -}}
+{{- if lt $max (int $limit.max) -}}
+{{- $limit = dict "max" $max "name" (printf "Service %s%s<id>" . $sep) "nameMax" 63 -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $limit | toJson -}}
@@ -361,6 +406,10 @@ Checks of the values that the schema cannot express.
 {{- else -}}
 {{- fail (printf "image.repository %q starts with a registry, and image.registry %q is put in front of it: image.repository holds only the repository now, so set image.registry=%s image.repository=%s, or image.registry=\"\" to use the repository as it is" .Values.image.repository $registry $first $rest) -}}
 {{- end -}}
+{{- end -}}
+{{- $key := .Values.presets.flux.shardKey -}}
+{{- if and (contains "/" $key) (gt (len (regexReplaceAll "/[^/]*$" $key "")) 253) -}}
+{{- fail (printf "presets.flux.shardKey %q: the prefix before '/' must be at most 253 characters" $key) -}}
 {{- end -}}
 {{- $_ := include "shardkeeper.shardIDs" . -}}
 {{- end -}}

@@ -108,8 +108,8 @@ func seed(kubeconfig string) error {
 const fleetNS, fluxNS, objectsNS = "cattle-fleet-system", "flux-system", "fleet-default"
 
 // createControllers creates Fleet's and Flux's controller Deployments with
-// their ServiceAccounts (they run as their own, as installed) and Fleet's
-// metrics Services.
+// their ServiceAccounts (they run as their own, as installed), Fleet's
+// metrics Services and source-controller's Service.
 func createControllers(ctx context.Context, kube kubernetes.Interface) error {
 	for _, sa := range append(testfixture.FleetServiceAccounts(fleetNS), testfixture.FluxServiceAccounts(fluxNS)...) {
 		if err := ignoreExists(kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})); err != nil {
@@ -117,13 +117,14 @@ func createControllers(ctx context.Context, kube kubernetes.Interface) error {
 		}
 	}
 	for _, d := range []*appsv1.Deployment{
-		testfixture.FleetController(fleetNS), testfixture.Gitjob(fleetNS), testfixture.HelmOpsController(fleetNS), testfixture.HelmController(fluxNS, true),
+		testfixture.FleetController(fleetNS), testfixture.Gitjob(fleetNS), testfixture.HelmOpsController(fleetNS),
+		testfixture.SourceController(fluxNS, true), testfixture.KustomizeController(fluxNS, true), testfixture.HelmController(fluxNS, true),
 	} {
 		if err := ignoreExists(kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("deployment %s: %w", d.Name, err)
 		}
 	}
-	for _, svc := range testfixture.FleetMetricsServices(fleetNS) {
+	for _, svc := range append(testfixture.FleetMetricsServices(fleetNS), testfixture.SourceControllerService(fluxNS)) {
 		if err := ignoreExists(kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("service %s: %w", svc.Name, err)
 		}

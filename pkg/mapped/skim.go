@@ -1,0 +1,464 @@
+package mapped
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sjson "sigs.k8s.io/json"
+)
+
+// skim reads the few fields of a JSON object that a specObject keeps and
+// skips the rest without decoding it. A reflective decoder scans every
+// byte of a value it does not keep (a 2 KB last-applied annotation, a
+// release's values) through its state machine; skim finds the end of a
+// string with bytes.IndexByte. The API server's JSON is well formed, but
+// skim still rejects what it cannot read rather than guess.
+type skim struct {
+	data []byte
+	i    int
+}
+
+var errSyntax = errors.New("malformed JSON")
+
+func (s *skim) fail(what string) error {
+	return fmt.Errorf("%w: %s at offset %d", errSyntax, what, s.i)
+}
+
+// peek skips white space and returns the next byte, 0 at the end.
+func (s *skim) peek() byte {
+	for s.i < len(s.data) {
+		switch c := s.data[s.i]; c {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+func (s *skim) expect(c byte) error {
+	if s.peek() != c {
+		return s.fail(fmt.Sprintf("expected %q", c))
+	}
+	s.i++
+	return nil
+}
+
+// null consumes a null and reports whether there was one.
+func (s *skim) null() bool {
+	if s.peek() == 'n' && bytes.HasPrefix(s.data[s.i:], []byte("null")) {
+		s.i += 4
+		return true
+	}
+	return false
+}
+
+// rawString consumes a string and returns its bytes between the quotes,
+// escapes included, and whether it has any.
+func (s *skim) rawString() ([]byte, bool, error) {
+	if err := s.expect('"'); err != nil {
+		return nil, false, err
+	}
+	start, escaped := s.i, false
+	for {
+		j := bytes.IndexByte(s.data[s.i:], '"')
+		if j < 0 {
+			return nil, false, s.fail("unterminated string")
+		}
+		end := s.i + j
+		// The quote ends the string unless an odd number of backslashes
+		// precede it.
+		n := 0
+		for k := end - 1; k >= start && s.data[k] == '\\'; k-- {
+			n++
+		}
+		if n > 0 {
+			escaped = true
+		}
+		s.i = end + 1
+		if n%2 == 0 {
+			if !escaped {
+				escaped = bytes.IndexByte(s.data[start:end], '\\') >= 0
+			}
+			return s.data[start:end], escaped, nil
+		}
+	}
+}
+
+// str consumes a string (or null, read as "") and returns its value.
+func (s *skim) str() (string, error) {
+	if s.null() {
+		return "", nil
+	}
+	start := s.i
+	raw, escaped, err := s.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !escaped {
+		return string(raw), nil
+	}
+	var v string
+	if err := sjson.UnmarshalCaseSensitivePreserveInts(s.data[start:s.i], &v); err != nil {
+		return "", fmt.Errorf("decoding string: %w", err)
+	}
+	return v, nil
+}
+
+// skip consumes any value.
+func (s *skim) skip() error {
+	switch c := s.peek(); c {
+	case '"':
+		_, _, err := s.rawString()
+		return err
+	case '{', '[':
+		return s.skipNested()
+	case 0:
+		return s.fail("expected a value")
+	default:
+		// A number, true, false or null: up to the next delimiter.
+		for s.i < len(s.data) {
+			switch s.data[s.i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return nil
+			}
+			s.i++
+		}
+		return nil
+	}
+}
+
+// skipNested consumes an object or an array, strings inside included.
+func (s *skim) skipNested() error {
+	depth := 0
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case '"':
+			if _, _, err := s.rawString(); err != nil {
+				return err
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				s.i++
+				return nil
+			}
+		}
+		s.i++
+	}
+	return s.fail("unterminated object or array")
+}
+
+// object consumes an object (or null), calling field with each key; field
+// must consume the value.
+func (s *skim) object(field func(key string) error) error {
+	if s.null() {
+		return nil
+	}
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		key, err := s.str()
+		if err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		if err := field(key); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or '}'")
+		}
+	}
+}
+
+// strMap consumes an object of strings (or null, read as nil).
+func (s *skim) strMap() (map[string]string, error) {
+	if s.null() {
+		return nil, nil
+	}
+	out := map[string]string{}
+	err := s.object(func(key string) error {
+		v, err := s.str()
+		out[key] = v
+		return err
+	})
+	return out, err
+}
+
+// optStr consumes a string into a new *string; null leaves it nil.
+func (s *skim) optStr() (*string, error) {
+	if s.null() {
+		return nil, nil
+	}
+	v, err := s.str()
+	return &v, err
+}
+
+// skimObject reads data into o, as specCodec's reflective decoding would.
+func skimObject(data []byte, o *specObject) error {
+	s := &skim{data: data}
+	return s.specObject(o)
+}
+
+func (s *skim) specObject(o *specObject) error {
+	err := s.object(func(key string) error {
+		var err error
+		switch key {
+		case "apiVersion":
+			o.APIVersion, err = s.str()
+		case "kind":
+			o.Kind, err = s.str()
+		case "metadata":
+			err = s.meta(&o.Metadata)
+		case "spec":
+			err = s.spec(&o.Spec)
+		default:
+			err = s.skip()
+		}
+		return err
+	})
+	o.fill()
+	return err
+}
+
+func (s *skim) meta(m *specMeta) error {
+	return s.object(func(key string) error {
+		var err error
+		switch key {
+		case "name":
+			m.Name, err = s.str()
+		case "namespace":
+			m.Namespace, err = s.str()
+		case "resourceVersion":
+			m.ResourceVersion, err = s.str()
+		case "labels":
+			m.Labels, err = s.strMap()
+		case "annotations":
+			err = s.annotations(&m.Annotations)
+		case "deletionTimestamp":
+			m.DeletionTimestamp, err = s.time()
+		default:
+			err = s.skip()
+		}
+		return err
+	})
+}
+
+func (s *skim) annotations(a *metaAnnotations) error {
+	return s.object(func(key string) error {
+		var err error
+		switch key {
+		case AssignedShardAnnotation:
+			a.AssignedShard, err = s.optStr()
+		case AssignedAtAnnotation:
+			a.AssignedAt, err = s.optStr()
+		case weightAnnotation:
+			a.Weight, err = s.optStr()
+		case metav1.InitialEventsAnnotationKey:
+			a.InitialEventsEnd, err = s.optStr()
+		default:
+			err = s.skip()
+		}
+		return err
+	})
+}
+
+func (s *skim) time() (*metav1.Time, error) {
+	v, err := s.optStr()
+	if err != nil || v == nil {
+		return nil, err
+	}
+	t, err := time.Parse(time.RFC3339, *v)
+	if err != nil {
+		return nil, fmt.Errorf("decoding a time: %w", err)
+	}
+	return &metav1.Time{Time: t.Local()}, nil
+}
+
+func (s *skim) spec(f *specFields) error {
+	return s.object(func(key string) error {
+		var err error
+		switch key {
+		case "chart":
+			if s.null() {
+				return nil
+			}
+			f.Chart = &chartTemplate{}
+			err = s.chart(f.Chart)
+		case "chartRef":
+			f.ChartRef, err = s.optRef()
+		case "sourceRef":
+			f.SourceRef, err = s.optRef()
+		case "labels":
+			f.Labels, err = s.strMap()
+		default:
+			err = s.skip()
+		}
+		return err
+	})
+}
+
+func (s *skim) chart(c *chartTemplate) error {
+	return s.object(func(key string) error {
+		switch key {
+		case "metadata":
+			if s.null() {
+				return nil
+			}
+			c.Metadata = &struct {
+				Labels map[string]string `json:"labels"`
+			}{}
+			return s.object(func(key string) error {
+				if key != "labels" {
+					return s.skip()
+				}
+				var err error
+				c.Metadata.Labels, err = s.strMap()
+				return err
+			})
+		case "spec":
+			return s.object(func(key string) error {
+				if key != "sourceRef" {
+					return s.skip()
+				}
+				return s.ref(&c.Spec.SourceRef)
+			})
+		}
+		return s.skip()
+	})
+}
+
+func (s *skim) optRef() (*sourceRef, error) {
+	if s.null() {
+		return nil, nil
+	}
+	r := &sourceRef{}
+	return r, s.ref(r)
+}
+
+func (s *skim) ref(r *sourceRef) error {
+	return s.object(func(key string) error {
+		var err error
+		switch key {
+		case "kind":
+			r.Kind, err = s.str()
+		case "name":
+			r.Name, err = s.str()
+		case "namespace":
+			r.Namespace, err = s.str()
+		default:
+			err = s.skip()
+		}
+		return err
+	})
+}
+
+// skimList reads a list response into l.
+func skimList(data []byte, l *specObjectList) error {
+	s := &skim{data: data}
+	return s.object(func(key string) error {
+		var err error
+		switch key {
+		case "apiVersion":
+			l.APIVersion, err = s.str()
+		case "kind":
+			l.Kind, err = s.str()
+		case "metadata":
+			// The ListMeta is small: the reflective decoder reads it.
+			start := s.i
+			if err = s.skip(); err == nil {
+				err = sjson.UnmarshalCaseSensitivePreserveInts(s.data[start:s.i], &l.ListMeta)
+			}
+		case "items":
+			err = s.items(l)
+		default:
+			err = s.skip()
+		}
+		return err
+	})
+}
+
+func (s *skim) items(l *specObjectList) error {
+	if s.null() {
+		return nil
+	}
+	if err := s.expect('['); err != nil {
+		return err
+	}
+	if s.peek() == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		l.Items = append(l.Items, specObject{})
+		if err := s.specObject(&l.Items[len(l.Items)-1]); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.fail("expected ',' or ']'")
+		}
+	}
+}
+
+// skimEvent reads a watch event into e, its object left raw (copied: the
+// stream decoder reuses its buffer).
+func skimEvent(data []byte, e *metav1.WatchEvent) error {
+	s := &skim{data: data}
+	return s.object(func(key string) error {
+		var err error
+		switch key {
+		case "type":
+			e.Type, err = s.str()
+		case "object":
+			start := s.i
+			if err = s.skip(); err == nil {
+				e.Object.Raw = append(e.Object.Raw[:0], bytes.TrimSpace(s.data[start:s.i])...)
+			}
+		default:
+			err = s.skip()
+		}
+		return err
+	})
+}
+
+// skimKind returns the value of the object's top-level "kind".
+func skimKind(data []byte) (string, error) {
+	s := &skim{data: data}
+	var kind string
+	err := s.object(func(key string) error {
+		if key != "kind" {
+			return s.skip()
+		}
+		var err error
+		kind, err = s.str()
+		return err
+	})
+	return kind, err
+}
