@@ -292,6 +292,18 @@ chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set 
 	  grep -A1 -F 'resources: ["helmreleases"]' <<<"$$rbac" | grep -qF 'verbs: [get, list, watch, patch]' || \
 	    { echo "with presets.flux and placement: HelmReleases not readable and patchable"; exit 1; }; \
 	  echo "presets.flux: --flux-shard-key, 35-character IDs, its kinds and Services in the RBAC"
+	@place='--set placement.enabled=true'; \
+	  for off in "$$place" "--api-versions $(MAP_API)" "$$place --set placement.stamp.enabled=false --api-versions $(MAP_API)"; do \
+	    out=$$($(HELM) template shardkeeper $(CHART) $$off); \
+	    if grep -qE '^kind: MutatingAdmissionPolicy|--stamp|-stamp"' <<<"$$out"; then \
+	      echo "helm template $$off: the stamping policy, --stamp or its RBAC rendered, want none"; exit 1; fi; \
+	  done; \
+	  out=$$($(HELM) template shardkeeper $(CHART) $$place --set presets.flux.enabled=true --api-versions $(MAP_API)); \
+	  n=$$(grep -cE '^kind: MutatingAdmissionPolicy(Binding)?$$' <<<"$$out"); \
+	  [ "$$n" = 4 ] || { echo "with $(MAP_API) served and placement: $$n stamping policies and bindings, want 4 (Fleet's label and Flux's)"; exit 1; }; \
+	  for want in '- --stamp' 'resourceNames: ["shardkeeper-stamp"]' 'parameterNotFoundAction: Allow' 'failurePolicy: Ignore'; do \
+	    grep -qF -- "$$want" <<<"$$out" || { echo "with the stamping policy: no $$want"; exit 1; }; done; \
+	  echo "stamping policy: rendered, with --stamp and its RBAC, only with placement where the cluster serves $(MAP_API)"
 	@$(call chart-refuses,$(CHART_SCHEMA_REFUSES),don't meet the specifications of the schema,the schema)
 	@$(call chart-refuses,$(CHART_TEMPLATE_REFUSES),execution error,the chart's checks)
 
@@ -315,6 +327,7 @@ alerts-test: $(BIN)/promtool ## Check the chart's alert rules and run their unit
 # which goes to shardkeeper-configmap.yaml, to be created once, so that
 # applying the manifests again never resets the shard list.
 VAP_API := admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy
+MAP_API := admissionregistration.k8s.io/v1/MutatingAdmissionPolicy
 render-manifests = mkdir -p $(1) && \
   { printf '%s\n' \
       '\# shardkeeper, rendered from charts/shardkeeper with its default values by' \
@@ -355,7 +368,7 @@ test-e2e: $(BIN)/helm
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: $(CONTROL_PLANE) build ## Measure convergence, placement, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.json and bench/results.md from it (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
+bench: $(CONTROL_PLANE) build $(BIN)/helm ## Measure convergence, placement, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.json and bench/results.md from it (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
 	go run ./bench --bin-dir $(BIN) --out bench/results.md $(BENCH_ARGS)
 
 .PHONY: clean

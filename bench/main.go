@@ -17,7 +17,11 @@
 //     unlabelled objects to the watch event of the last one labelled over
 //     16 shards, the daemon's writes to the mapped kinds (one patch per
 //     object) and the balance reached, beside a bare client-go labeller
-//     with the daemon's client limits.
+//     with the daemon's client limits; and, with the daemon run with
+//     --stamp, a burst of objects created at once with the chart's
+//     MutatingAdmissionPolicy installed: the share born with a shard label
+//     and the time until the spread is within the threshold, beside the
+//     same burst without the policy.
 //
 // The data goes to results.json, beside the Markdown file, which is rendered
 // from it with the template results.md.tmpl; --render renders it again from
@@ -64,6 +68,12 @@ type bench struct {
 	placementObjects int
 	placementShards  int
 	placementRuns    int
+	// placementBurst is the objects of a burst, created at once, with the
+	// chart's stamping policy and without it (0: no bursts).
+	placementBurst int
+	// binDir is --bin-dir, absolute; chart the chart the stamping policy
+	// is rendered from.
+	binDir, chart string
 
 	// profileSeconds is the length of the CPU profile of the daemon's
 	// bursts (0: none).
@@ -209,12 +219,14 @@ func (b *bench) parseFlags() (options, error) {
 	flag.IntVar(&b.placementObjects, "placement-objects", 10000, "new unlabelled objects placement labels, per run")
 	flag.IntVar(&b.placementShards, "placement-shards", 16, "shards placement spreads the objects over")
 	flag.IntVar(&b.placementRuns, "placement-runs", 1, "runs of the placement part (a run takes about 8 minutes at 10,000 objects; --runs does not apply)")
+	flag.IntVar(&b.placementBurst, "placement-burst", 1000, "new unlabelled objects created at once, per placement run, with the chart's stamping policy and without it (0 skips the bursts)")
+	flag.StringVar(&b.chart, "chart", "charts/shardkeeper", "the chart the stamping policy is rendered from, with the helm of --bin-dir")
 	flag.IntVar(&b.profileSeconds, "profile-seconds", 30, "seconds of the daemon's CPU profile across bursts of the smallest shard count, after its measured runs (0 skips it)")
 	flag.Var(&daemonExtra, "daemon-arg", "an extra argument for the daemon, repeatable (the figures are meant for its defaults)")
 	flag.Parse()
 	b.daemonArgs = daemonExtra
-	if b.runs < 1 || len(b.convRuns) == 0 || b.latencyRuns < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 {
-		return o, errors.New("--runs, --convergence-runs, --latency-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1")
+	if b.runs < 1 || len(b.convRuns) == 0 || b.latencyRuns < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 || b.placementBurst < 0 {
+		return o, errors.New("--runs, --convergence-runs, --latency-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1, --placement-burst at least 0")
 	}
 	b.objects = dropZero(b.objects)
 	return o, nil
@@ -246,6 +258,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	b.binDir = absBin
 	tmp, err := os.MkdirTemp("", "shardkeeper-bench-")
 	if err != nil {
 		return err

@@ -97,6 +97,9 @@ type placementResult struct {
 	Burst           int
 	Quiet           time.Duration
 	Runs            []*placementRun
+	// Bursts are the bursts with and without the stamping policy; nil when
+	// not measured.
+	Bursts *placementBurst `json:",omitempty"`
 }
 
 // balance returns the largest load over the mean load of ids.
@@ -180,6 +183,16 @@ func (b *bench) runPlacement(ctx context.Context) (err error) {
 		}
 		pr.Runs = append(pr.Runs, run)
 	}
+	if b.placementBurst > 0 {
+		// d is the daemon the cleanup stops: the bursts' own from here.
+		nd, berr := b.runBursts(ctx, d, ids, base)
+		if nd != nil {
+			d = nd
+		}
+		if berr != nil {
+			return fmt.Errorf("bursts: %w", berr)
+		}
+	}
 	return nil
 }
 
@@ -244,20 +257,7 @@ func (b *bench) placementDaemon(ctx context.Context, d *daemon, ids []string, r 
 		return err
 	}
 	t1 := time.Now()
-	run.Moves = map[string]float64{}
-	for _, s := range m1 {
-		if s.name == "shardkeeper_placement_moves_total" {
-			run.Moves[s.labels["reason"]+"/"+s.labels["result"]] += s.value
-		}
-	}
-	for _, s := range m0 {
-		if s.name == "shardkeeper_placement_moves_total" {
-			k := s.labels["reason"] + "/" + s.labels["result"]
-			if run.Moves[k] -= s.value; run.Moves[k] == 0 {
-				delete(run.Moves, k)
-			}
-		}
-	}
+	run.Moves = movesBetween(m0, m1)
 	time.Sleep(time.Second) // the audit log is written as requests complete
 	c, err := readAudit(b.env.auditLog, t0, t1)
 	if err != nil {
@@ -546,6 +546,7 @@ func (b *bench) placementCleanup(ctx context.Context, d *daemon, ids []string) e
 		return nil
 	}))
 	d.stop()
+	errs = append(errs, b.env.deleteStampRecords(ctx))
 	if err := b.env.settle(ctx, 10*time.Minute); err != nil {
 		b.notef("placement: after removing the shards: %v", err)
 	}
@@ -593,6 +594,26 @@ func (e *env) waitShardsReady(ctx context.Context, ids []string, timeout time.Du
 		}
 		return nil
 	})
+}
+
+// movesBetween returns the growth of shardkeeper_placement_moves_total
+// from m0 to m1, by "reason/result", without the series that did not grow.
+func movesBetween(m0, m1 samples) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range m1 {
+		if s.name == "shardkeeper_placement_moves_total" {
+			out[s.labels["reason"]+"/"+s.labels["result"]] += s.value
+		}
+	}
+	for _, s := range m0 {
+		if s.name == "shardkeeper_placement_moves_total" {
+			k := s.labels["reason"] + "/" + s.labels["result"]
+			if out[k] -= s.value; out[k] == 0 {
+				delete(out, k)
+			}
+		}
+	}
+	return out
 }
 
 // quietMoves waits until shardkeeper_placement_moves_total has not changed

@@ -192,7 +192,7 @@ func stat(unit string, xs any) string {
 }
 
 // format writes the number x (durations in nanoseconds, memory in bytes)
-// in unit: s, ms, MiB, B, n (a count) or .3 (a plain ratio).
+// in unit: s, ms, MiB, B, n (a count), .3 (a plain ratio) or % (a share).
 func format(unit string, x any) string {
 	n, u := formatNum(unit, num(x))
 	return n + u
@@ -210,6 +210,9 @@ func formatNum(unit string, x float64) (string, string) {
 		return fmt.Sprintf("%.0f", x), " B"
 	case ".3":
 		return fmt.Sprintf("%.3f", x), ""
+	case "%":
+		// Rounded down, so that 100 % means every one.
+		return fmt.Sprintf("%.1f", math.Floor(1000*x+1e-9)/10), " %"
 	}
 	return thousands(int64(math.Round(x))), ""
 }

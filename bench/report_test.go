@@ -56,7 +56,20 @@ func handMade() *results {
 			Moves:      map[string]float64{"Assign/moved": 1000},
 			RefCreated: 3 * sec, RefLabelled: 14 * sec, RefCreateRate: 330, RefLoads: map[string]int{"p00": 250, "p01": 250, "p02": 250, "p03": 250},
 			RefPatches: 1000,
-		}}},
+		}}, Bursts: &placementBurst{Objects: 1000, Settings: "namespaces: [bench-place]\nmaxMoves: 200\ninterval: 2s\ncooldown: 0s", Threshold: 25,
+			Stamped: []*burstRun{
+				{Born: 1000, BornLoads: map[string]int{"p00": 520, "p01": 480}, Created: 2 * sec, Labelled: 1900 * ms, Spread: 9 * sec, CreateRate: 500,
+					Loads: map[string]int{"p00": 250, "p01": 240, "p02": 255, "p03": 255}, Moves: map[string]float64{"Rebalance/moved": 480}},
+				{Born: 1000, BornLoads: map[string]int{"p00": 1000}, Created: 2100 * ms, Labelled: 2 * sec, Spread: 11 * sec, CreateRate: 476,
+					Loads: map[string]int{"p00": 250, "p01": 250, "p02": 250, "p03": 250}, Moves: map[string]float64{"Rebalance/moved": 500}},
+			},
+			Unstamped: []*burstRun{
+				{Created: 2 * sec, Labelled: 16 * sec, Spread: 16 * sec, CreateRate: 500,
+					Loads: map[string]int{"p00": 250, "p01": 250, "p02": 250, "p03": 250}, Moves: map[string]float64{"Assign/moved": 1000}},
+				{Created: 2 * sec, Labelled: 15 * sec, Spread: 15 * sec, CreateRate: 500,
+					Loads: map[string]int{"p00": 250, "p01": 250, "p02": 250, "p03": 250}, Moves: map[string]float64{"Assign/moved": 1000}},
+			},
+		}},
 		Levels: []*level{
 			{Objects: 0, Ready: []time.Duration{290 * ms, 270 * ms}, Counted: []time.Duration{300 * ms, 280 * ms},
 				Mem: []memory{{46 * MiB, 46 * MiB}, {48 * MiB, 48 * MiB}}, Heap: []float64{17 << 20, 18 << 20},
@@ -130,6 +143,36 @@ func TestFiguresCountTheRunsMade(t *testing.T) {
 	assert.Contains(t, got, "mean reconcile across a patch adding a shard, 1,000 objects (median of 2)")
 	assert.Contains(t, got, "RSS with 1,000 mapped objects (median of 2)")
 	assert.Contains(t, got, "placement: 1,000 new objects labelled over 4 shards (1 run)")
+	assert.Contains(t, got, "placement burst: first create to the spread within the threshold (25 objects) (median of 2)")
+}
+
+func TestBurstRows(t *testing.T) {
+	r := handMade()
+	got := rows(t, r)
+	born := got["placement burst: 1,000 GitRepos created at once, share born with a shard label (stamping policy) (median of 2)"]
+	require.NotNil(t, born)
+	assert.Equal(t, []string{"100.0 %", "0.0 % (no policy: the daemon labels them after)", "every object, every run", "met"},
+		[]string{born[1], born[2], born[4], born[5]})
+	spread := got["placement burst: first create to the spread within the threshold (25 objects) (median of 2)"]
+	require.NotNil(t, spread)
+	assert.Equal(t, []string{"10.000 s (9.000–11.000)", "15.500 s (15.000–16.000) (no policy)", "0.65x"}, spread[1:4])
+	labelled := got["placement burst: first create to every object labelled (median of 2)"]
+	require.NotNil(t, labelled)
+	assert.Equal(t, "1.950 s (1.900–2.000)", labelled[1])
+	relabelled := got["placement burst: objects relabelled after their create (placement's moves) (median of 2)"]
+	require.NotNil(t, relabelled)
+	assert.Equal(t, []string{"490 (480–500)", "1,000 (no policy: each one assigned)", "0.49x"}, relabelled[1:4])
+
+	// One object of the second run missed the policy (it fails open).
+	r.Placement.Bursts.Stamped[1].Born = 999
+	born = rows(t, r)["placement burst: 1,000 GitRepos created at once, share born with a shard label (stamping policy) (median of 2)"]
+	assert.Equal(t, []string{"99.9 % (99.9–100.0)", "**missed**"}, []string{born[1], born[5]})
+
+	// Bursts not measured: no rows.
+	r.Placement.Bursts = nil
+	for k := range rows(t, r) {
+		assert.NotContains(t, k, "placement burst")
+	}
 }
 
 func TestMissedTargetsAreReported(t *testing.T) {
@@ -150,7 +193,7 @@ func TestMissedTargetsAreReported(t *testing.T) {
 	writes := got["writes at 20 shards: Deployment creates/deletes/failed writes"]
 	assert.Equal(t, []string{"80/80/0 ×2, 81/80/0 ×1", "**missed**"}, []string{writes[1], writes[5]})
 	report = renderString(t, "report", r)
-	assert.Contains(t, report, "**Targets missed: 2 of 12**")
+	assert.Contains(t, report, "**Targets missed: 2 of 13**")
 	assert.NotContains(t, report, "Every target measured in this run was met.")
 }
 
@@ -188,6 +231,9 @@ func TestStat(t *testing.T) {
 	assert.Equal(t, "0.255 s (0.250–0.260)", stat("s", []time.Duration{260 * ms, 250 * ms}), "an even count's median is the mean of the middle two")
 	assert.Equal(t, "10,500 (1,000–20,000)", stat("n", []int{20000, 1000, 10500}))
 	assert.Equal(t, "1.5 MiB", format("MiB", 3*MiB/2))
+	assert.Equal(t, "99.9 %", format("%", 0.9995), "a share short of all is never shown as 100 %")
+	assert.Equal(t, "28.9 %", format("%", 0.289))
+	assert.Equal(t, "100.0 %", format("%", 1.0))
 	assert.Equal(t, "—", ratio(1.0, []int{}))
 	assert.Equal(t, "2.00x", ratio([]int{3, 4, 5}, 2))
 }

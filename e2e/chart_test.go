@@ -85,6 +85,8 @@ func TestChartRenderAndApply(t *testing.T) {
 	}
 	placementRBAC := defaultRBAC
 	placementRBAC.placement = true
+	stampRBAC := placementRBAC
+	stampRBAC.stamp = true
 	fullRBAC := chartRBAC{
 		sourceNamespaces:  []string{"cattle-fleet-system", "flux-system"},
 		serviceNamespaces: []string{"cattle-fleet-system", "flux-system"},
@@ -133,6 +135,18 @@ func TestChartRenderAndApply(t *testing.T) {
 		args:      []string{"--set", "placement.enabled=true"},
 		kinds:     defaultKinds,
 		rbac:      placementRBAC,
+	}, {
+		// Kubernetes 1.36+: the stamping policy, its binding, --stamp and
+		// the right to write the policy's parameter. This API server serves
+		// MutatingAdmissionPolicy, so applying them proves it accepts them.
+		name:      "placement on an API server with MutatingAdmissionPolicy",
+		release:   "skstamp",
+		namespace: "chart-stamp",
+		args:      []string{"--set", "placement.enabled=true", "--api-versions", mapAPIVersion},
+		kinds: map[string]int{"ServiceAccount": 1, "ConfigMap": 1, "Role": 2, "RoleBinding": 2,
+			"ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1,
+			"MutatingAdmissionPolicy": 1, "MutatingAdmissionPolicyBinding": 1},
+		rbac: stampRBAC,
 	}}
 	for _, set := range sets {
 		t.Run(set.name, func(t *testing.T) {
@@ -151,12 +165,15 @@ func TestChartRenderAndApply(t *testing.T) {
 			assert.Equal(t, set.kinds, kinds, "the kinds of the rendered objects")
 
 			applyObjects(t, objs)
+			deleteClusterPoliciesAtEnd(t, objs)
 
 			dep := findObject(t, objs, "Deployment")
 			checkDaemonDeployment(t, dep)
 			containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 			assert.Equal(t, set.rbac.placement, strings.Contains(fmt.Sprint(containers), "--allow-placement"),
 				"the daemon may place objects only where the chart grants patch")
+			assert.Equal(t, set.rbac.stamp, strings.Contains(fmt.Sprint(containers), "--stamp"),
+				"the daemon publishes the stamp records only where the policy reads them and the chart lets it")
 			waitAvailable(t, set.namespace, dep.GetName())
 
 			rbac := set.rbac
@@ -166,6 +183,24 @@ func TestChartRenderAndApply(t *testing.T) {
 			rbac.check(t)
 		})
 	}
+}
+
+// deleteClusterPoliciesAtEnd deletes the stamping policies among objs
+// when the test ends: they are cluster-wide, and would outlive the
+// release namespace.
+func deleteClusterPoliciesAtEnd(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, o := range objs {
+			gvr, ok := mutatingPolicyResources[o.GetKind()]
+			if !ok {
+				continue
+			}
+			if err := dyn.Resource(gvr).Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}); err != nil {
+				t.Errorf("deleting %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+	})
 }
 
 // TestChartManifests applies manifests/*.yaml, the chart rendered with its
@@ -357,6 +392,9 @@ type chartRBAC struct {
 	// BundleDeployments never), GitRepos and HelmOps read with the Fleet
 	// preset, HelmReleases with the Flux preset, and nothing more.
 	placement bool
+	// stamp: the stamping policy is installed, so the daemon may read and
+	// write its parameter, the ConfigMap <configMap>-stamp, and no other.
+	stamp bool
 }
 
 type accessCase struct {
@@ -439,6 +477,8 @@ func (r chartRBAC) cases() []accessCase {
 	add(false, []string{"update", "delete"}, "", "configmaps", ns, cm)
 	add(true, []string{"get", "update"}, "", "configmaps", ns, cm+"-status")
 	add(false, []string{"patch", "delete"}, "", "configmaps", ns, cm+"-status")
+	add(r.stamp, []string{"get", "update"}, "", "configmaps", ns, cm+"-stamp")
+	add(false, []string{"patch", "delete"}, "", "configmaps", ns, cm+"-stamp")
 	add(true, []string{"create"}, "", "configmaps", ns, "")
 	add(false, []string{"get", "patch", "update", "delete"}, "", "configmaps", ns, "kube-root-ca.crt")
 	add(false, []string{"list", "watch"}, "", "configmaps", ns, "")

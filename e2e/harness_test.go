@@ -230,8 +230,11 @@ type scenario struct {
 	ctx     context.Context
 	fleetNS string
 	fluxNS  string
-	cmName  string
-	daemon  *daemon
+	// chartArgs are added to the helm template that renders the daemon's
+	// RBAC (leastPrivilege), e.g. the API versions of a feature.
+	chartArgs []string
+	cmName    string
+	daemon    *daemon
 	// kubeconfig acts as the chart's ServiceAccount.
 	kubeconfig string
 }
@@ -362,10 +365,11 @@ func (s *scenario) leastPrivilege() string {
 	if s.kubeconfig != "" {
 		return "--kubeconfig=" + s.kubeconfig
 	}
-	objs := decodeObjects(s.t, helm(s.t, "template", s.fleetNS, chartDir, "--namespace", s.fleetNS,
-		"--set", "presets.fleet.namespace="+s.fleetNS,
-		"--set", "presets.flux.enabled=true", "--set", "presets.flux.namespace="+s.fluxNS,
-		"--set", "configMap.create=false", "--set", "placement.enabled=true"))
+	args := append([]string{"template", s.fleetNS, chartDir, "--namespace", s.fleetNS,
+		"--set", "presets.fleet.namespace=" + s.fleetNS,
+		"--set", "presets.flux.enabled=true", "--set", "presets.flux.namespace=" + s.fluxNS,
+		"--set", "configMap.create=false", "--set", "placement.enabled=true"}, s.chartArgs...)
+	objs := decodeObjects(s.t, helm(s.t, args...))
 	var rbac []*unstructured.Unstructured
 	sa := ""
 	for _, o := range objs {

@@ -35,6 +35,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/mover"
 	"github.com/shardkeeper/shardkeeper/pkg/probe"
 	"github.com/shardkeeper/shardkeeper/pkg/shardset"
+	"github.com/shardkeeper/shardkeeper/pkg/stamp"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 	"github.com/shardkeeper/shardkeeper/pkg/version"
 )
@@ -110,6 +111,9 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 			return nil, fmt.Errorf("dynamic client: %w", err)
 		}
 		d.mover = mover.New(meta, dyn, o.set.Mapped, d.tracker, recorder)
+		if o.stamp {
+			d.mover.Stamp(stamp.NewPublisher(d.kube.CoreV1(), o.namespace, o.configMapName))
+		}
 		opts.Mover = d.mover
 	}
 	d.ctrl = shardset.Register(ctx, opts, configMaps, configMaps, deployments, services, d.tracker, recorder)

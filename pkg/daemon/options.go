@@ -8,6 +8,7 @@
 package daemon
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"strings"
@@ -50,6 +51,7 @@ type Options struct {
 	retryPeriod              time.Duration
 	metricsAddr, probeAddr   string
 	allowPlacement           bool
+	stamp                    bool
 	profiling                bool
 	// ShowVersion is --version: print the version and exit.
 	ShowVersion bool
@@ -90,6 +92,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
 	fs.BoolVar(&o.allowPlacement, "allow-placement", false, "let a \"placement\" key in the ConfigMap relabel the mapped objects (needs patch on them)")
+	fs.BoolVar(&o.stamp, "stamp", false, "with --allow-placement, publish in the ConfigMap <configmap>-stamp the shard a new object is born on, for the chart's MutatingAdmissionPolicy (needs get and update on it)")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles at /debug/pprof/ on the metrics address")
 	fs.BoolVar(&o.ShowVersion, "version", false, "print the version and exit")
 }
@@ -102,6 +105,9 @@ func (o *Options) Complete() error {
 	}
 	if o.leaderNamespace == "" {
 		o.leaderNamespace = o.namespace
+	}
+	if o.stamp && !o.allowPlacement {
+		return errors.New("--stamp publishes placement's choices: it needs --allow-placement")
 	}
 	set, err := source.Build(source.Options{
 		Presets:         strings.Split(o.presets, ","),

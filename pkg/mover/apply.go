@@ -23,6 +23,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
@@ -279,7 +280,7 @@ func movedMessage(res result) string {
 }
 
 var verbs = map[balance.Reason]string{balance.Assign: "assigned", balance.Drain: "drained", balance.Failover: "failed over",
-	balance.Regroup: "moved to their namespace's shard", balance.Rebalance: "rebalanced"}
+	balance.Regroup: "moved to their group's shard", balance.Rebalance: "rebalanced"}
 
 // maxNotes bounds the pins one ObjectsMoved Event names.
 const maxNotes = 3
@@ -287,35 +288,35 @@ const maxNotes = 3
 // pinNotes says, for the groups that moves bring to the shard a pin holds
 // them on, where and by what they are held: up to maxNotes of them, and
 // how many more.
-func pinNotes(moves []balance.Move, index map[string]placement.Object, holds map[string][]placement.Object) []string {
+func pinNotes(p shardconfig.Placement, moves []balance.Move, index map[string]placement.Object, holds map[string][]placement.Object) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, m := range moves {
-		g := index[m.Key].Group()
+		g := index[m.Key].Group(p)
 		h := holds[g]
 		if g == "" || seen[g] || !slices.Equal(plan.HoldShards(h), []string{m.To}) {
 			continue
 		}
 		seen[g] = true
 		if len(out) < maxNotes {
-			out = append(out, plan.HoldMessage(g, h))
+			out = append(out, plan.HoldMessage(placement.DescribeGroup(g, p), h))
 		}
 	}
 	if len(seen) > maxNotes {
-		out = append(out, fmt.Sprintf("%d more pinned namespaces", len(seen)-maxNotes))
+		out = append(out, fmt.Sprintf("%d more pinned groups", len(seen)-maxNotes))
 	}
 	return out
 }
 
 // reportConflicts emits a PinConflict Event for each group held on more
 // than one shard, when its conflict appears or changes.
-func (p *Mover) reportConflicts(cm *corev1.ConfigMap, holds map[string][]placement.Object) {
+func (p *Mover) reportConflicts(cm *corev1.ConfigMap, settings shardconfig.Placement, holds map[string][]placement.Object) {
 	now := map[string]string{}
 	for _, g := range slices.Sorted(maps.Keys(holds)) {
 		if len(plan.HoldShards(holds[g])) < 2 {
 			continue
 		}
-		now[g] = plan.HoldMessage(g, holds[g])
+		now[g] = plan.HoldMessage(placement.DescribeGroup(g, settings), holds[g])
 		if p.conflicts[g] != now[g] {
 			p.recorder.Event(cm, corev1.EventTypeWarning, status.ReasonPinConflict, now[g])
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 
@@ -168,7 +169,7 @@ func TestRoundFollowsAPinAndReportsConflicts(t *testing.T) {
 	patches := c.takePatches(t)
 	require.Len(t, patches, 1)
 	assert.Equal(t, "b", labelOf(patches["gitrepositories team-a/src"]), "the namespace lives where its pin says")
-	assert.Equal(t, []string{"Normal ObjectsMoved placement moved 1 objects (1 moved to their namespace's shard) to b: 1; " +
+	assert.Equal(t, []string{"Normal ObjectsMoved placement moved 1 objects (1 moved to their group's shard) to b: 1; " +
 		"namespace team-a is pinned to shard b by helmreleases team-a/pinned"}, events(rec))
 
 	other := fluxObject("gitrepositories", "team-a", "other", "a")
@@ -224,7 +225,7 @@ func TestInputGroupsByNamespace(t *testing.T) {
 	for _, o := range in.Objects {
 		groups[o.Key] = o.Group
 	}
-	assert.Equal(t, map[string]string{"helmreleases team-a/app": "team-a", "helmreleases team-a/gone": "", "gitrepos team-a/fleet": ""}, groups,
+	assert.Equal(t, map[string]string{"helmreleases team-a/app": "namespace.team-a", "helmreleases team-a/gone": "", "gitrepos team-a/fleet": ""}, groups,
 		"an object being deleted holds nothing; a kind not grouped is placed on its own")
 }
 
@@ -245,4 +246,29 @@ func TestCarried(t *testing.T) {
 			assert.Equal(t, tc.want, carried(tc.spent, tc.maxMoves, tc.elapsed, 30*time.Second))
 		})
 	}
+}
+
+func TestInputGroupsBySetting(t *testing.T) {
+	tenant := func(ns, name, value string) placement.Object {
+		o := placement.Object{Kind: "gitrepos", Namespace: ns, Name: name, Weight: 1}
+		if value != "" {
+			o.Labels = labels.Set{"example.com/tenant": value}
+		}
+		return o
+	}
+	objs := []placement.Object{tenant("apps", "a", "acme"), tenant("web", "b", "acme"), tenant("web", "c", ""), tenant("apps", "d", "")}
+	groupsOf := func(settings string) map[string]string {
+		in, _ := input(placement.State{Placement: parsePlacement(t, settings), Targets: []string{"a"}}, objs, t0, 1, false, nil)
+		out := map[string]string{}
+		for _, o := range in.Objects {
+			out[o.Key] = o.Group
+		}
+		return out
+	}
+	assert.Equal(t, map[string]string{"gitrepos apps/a": "", "gitrepos web/b": "", "gitrepos web/c": "", "gitrepos apps/d": ""},
+		groupsOf(""), "without the setting, GitRepos are placed one by one")
+	assert.Equal(t, map[string]string{"gitrepos apps/a": "namespace.apps", "gitrepos web/b": "namespace.web", "gitrepos web/c": "namespace.web", "gitrepos apps/d": "namespace.apps"},
+		groupsOf("groupBy: namespace"))
+	assert.Equal(t, map[string]string{"gitrepos apps/a": "label.acme", "gitrepos web/b": "label.acme", "gitrepos web/c": "", "gitrepos apps/d": ""},
+		groupsOf("groupBy: label\ngroupLabel: example.com/tenant"), "one tenant across namespaces; no label, on its own")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 )
 
 // owners returns "namespace/name" of the objects that have derived objects
@@ -58,13 +59,13 @@ func receiving(st placement.State) map[string]bool {
 // object leaves a failing shard: its kind's controller is down there. The
 // whole group leaves with it, even the objects whose controllers still run
 // on that shard: a group is never split.
-func leavingGroups(failing map[string][]string, objs []placement.Object) map[string]bool {
+func leavingGroups(p shardconfig.Placement, failing map[string][]string, objs []placement.Object) map[string]bool {
 	out := map[string]bool{}
 	if len(failing) == 0 {
 		return out
 	}
 	for _, o := range objs {
-		if g := o.Group(); g != "" && o.Labelled && slices.Contains(failing[o.Shard], o.Kind) {
+		if g := o.Group(p); g != "" && o.Labelled && slices.Contains(failing[o.Shard], o.Kind) {
 			out[g] = true
 		}
 	}
@@ -80,7 +81,7 @@ func leavingGroups(failing map[string][]string, objs []placement.Object) map[str
 func input(st placement.State, objs []placement.Object, now time.Time, budget int, fresh bool, bumped map[string]bool) (balance.Input, map[string]placement.Object) {
 	in := balance.Input{Targets: st.Targets, Draining: st.Draining, FailingOver: st.FailingOver, Now: now,
 		MaxMoves: budget, FreshWindow: fresh, Cooldown: st.Placement.Cooldown, Objects: make([]balance.Object, 0, len(objs))}
-	leaving := leavingGroups(st.FailingKinds, objs)
+	leaving := leavingGroups(st.Placement, st.FailingKinds, objs)
 	index := make(map[string]placement.Object, len(objs))
 	targets := receiving(st)
 	known := map[string]bool{}
@@ -97,9 +98,10 @@ func input(st placement.State, objs []placement.Object, now time.Time, budget in
 		}
 		k := o.Ref()
 		index[k] = o
-		stays := plan.StaysOnFailover(st.FailingKinds, o) && !leaving[o.Group()]
+		group := o.Group(st.Placement)
+		stays := plan.StaysOnFailover(st.FailingKinds, o) && !leaving[group]
 		po := balance.Object{Key: k, Movable: plan.Movable(st.Placement, o) && !stays,
-			Weight: o.Weight, MovedAt: o.AssignedAt, Paced: st.Served || bumped[k], Group: o.Group()}
+			Weight: o.Weight, MovedAt: o.AssignedAt, Paced: st.Served || bumped[k], Group: group}
 		if o.Labelled {
 			po.Shard = o.Shard
 		}

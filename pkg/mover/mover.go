@@ -30,6 +30,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/stamp"
 )
 
 // minRoundGap is the least time between two rounds: a burst of new objects
@@ -39,6 +40,10 @@ const minRoundGap = time.Second
 // retryAfter is when a round that met conflicts or errors runs again; the
 // caches have caught up by then.
 const retryAfter = 2 * time.Second
+
+// unstampTimeout bounds the write that withdraws a shard from the stamp
+// records; the shard set waits for it before deleting the shard.
+const unstampTimeout = 10 * time.Second
 
 // writeParallelism bounds the relabels in flight; the client's rate
 // limiter paces them further.
@@ -87,6 +92,12 @@ func (d dynamicReader) Get(ctx context.Context, resource schema.GroupVersionReso
 	return d.client.Resource(resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
+// publisher writes what the admission policy reads to stamp a new
+// object's shard (pkg/stamp); the daemon's is a stamp.Publisher.
+type publisher interface {
+	Publish(ctx context.Context, data map[string]string) error
+}
+
 // Mover relabels mapped objects. It runs only on the leader.
 type Mover struct {
 	client patcher
@@ -118,6 +129,16 @@ type Mover struct {
 	gate      sync.RWMutex
 	receivers map[string]bool
 
+	// stamp, when set, publishes after every round what the admission
+	// policy needs to label new objects as the round would; grouped are
+	// the kinds placed by namespace without a setting.
+	stamp   publisher
+	grouped []string
+	// stamped is the data last given to stamp; only round and Restrict
+	// touch it, under stampMu.
+	stampMu sync.Mutex
+	stamped map[string]string
+
 	// conflicts are the PinConflict messages last reported, by namespace,
 	// so that a conflict is reported when it appears or changes, not every
 	// round. Only round touches it.
@@ -139,11 +160,41 @@ func newMover(client patcher, full reader, kinds []source.MappedKind, objects ob
 		switch {
 		case !k.Derived:
 			p.kinds[k.Name()] = k
+			if k.GroupByNamespace {
+				p.grouped = append(p.grouped, k.CRDName())
+			}
 		case k.OwnerLabel != "":
 			p.ownerLabels[k.Name()] = k.OwnerLabel
 		}
 	}
 	return p
+}
+
+// Stamp makes the mover publish, after every round, what the chart's
+// MutatingAdmissionPolicy reads to label new objects at their create
+// (pkg/stamp). Call it before Run.
+func (p *Mover) Stamp(pub publisher) { p.stamp = pub }
+
+// publish hands the stamp records to the publisher, without the shards
+// that receive no objects now: a round decided before Set or Restrict
+// withdrew a shard must not put it back. It holds the gate as a write of
+// labels does, so that Set and Restrict return only once no record of a
+// shard they withdrew is being written. A failure is logged and the next
+// round writes the records again.
+func (p *Mover) publish(ctx context.Context, data map[string]string) {
+	if p.stamp == nil {
+		return
+	}
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	data = stamp.Withdraw(data, func(id string) bool { return p.receivers[id] })
+	p.stampMu.Lock()
+	defer p.stampMu.Unlock()
+	if err := p.stamp.Publish(ctx, data); err != nil {
+		logrus.WithError(err).Warn("publishing the shards new objects are born on")
+		return
+	}
+	p.stamped = data
 }
 
 // cachesBehind reports whether a relabel of this process is not yet in the
@@ -184,6 +235,24 @@ func (p *Mover) Restrict(targets []string) {
 	p.mu.Lock()
 	p.state.Targets = slices.DeleteFunc(slices.Clone(p.state.Targets), withdrawn)
 	p.mu.Unlock()
+	p.unstamp()
+}
+
+// unstamp withdraws from the stamp records every shard that no longer
+// receives objects before Restrict returns, so that the admission policy
+// stops labelling new objects onto a shard about to be deleted: a group
+// there waits, and a new object of no group is not stamped until the next
+// round names shards again.
+func (p *Mover) unstamp() {
+	if p.stamp == nil {
+		return
+	}
+	p.stampMu.Lock()
+	data := maps.Clone(p.stamped)
+	p.stampMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), unstampTimeout)
+	defer cancel()
+	p.publish(ctx, data)
 }
 
 // sameState compares what a round reads; the ConfigMap by version.
@@ -263,6 +332,7 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 	p.mu.Unlock()
 
 	if !st.Placement.Enabled {
+		p.publish(ctx, map[string]string{})
 		return time.Hour
 	}
 	if !p.objects.Synced() || st.ConfigMap == nil {
@@ -275,13 +345,16 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 		return minRoundGap
 	}
 	holds := plan.GroupHolds(st.Placement, objs)
-	p.reportConflicts(st.ConfigMap, holds)
+	p.reportConflicts(st.ConfigMap, st.Placement, holds)
 	moves := balance.Moves(in)
+	// Before the writes: a new object of a group that moves is born where
+	// the group goes.
+	p.publish(ctx, stamp.Params(st.Placement, in, moves, p.grouped))
 	if len(moves) == 0 {
 		return st.Placement.Interval
 	}
 	res := p.apply(ctx, moves, index, bumped, now)
-	res.notes = pinNotes(moves, index, holds)
+	res.notes = pinNotes(st.Placement, moves, index, holds)
 	p.mu.Lock()
 	p.windowMoves += res.paced
 	p.mu.Unlock()

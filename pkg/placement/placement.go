@@ -10,6 +10,7 @@
 package placement
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,19 +47,47 @@ type Object struct {
 	Derived bool
 	// Grouped is true for objects of a kind placed by namespace
 	// (source.MappedKind.GroupByNamespace): all such objects in one
-	// namespace are one unit of placement, see Group.
+	// namespace are one unit of placement unless the placement settings
+	// group them otherwise, see Group.
 	Grouped bool
 }
 
-// Group names the unit of placement o belongs to: its namespace for a
-// Grouped object, "" for an object placed on its own. An object being
-// deleted is placed on its own: it stays with the controller that
-// removes its finalizer, and must not hold the rest of its namespace.
-func (o Object) Group() string {
-	if !o.Grouped || o.Deleting || o.Derived {
+// Prefixes of the group keys that Group returns: a namespace's and a
+// label value's groups never share a key, and a key is also a valid
+// ConfigMap data key (pkg/stamp publishes groups under it).
+const (
+	namespaceGroup = "namespace."
+	labelGroup     = "label."
+)
+
+// Group names the unit of placement o belongs to under p's grouping:
+// "label.<value>" for an object that carries the label p groups by,
+// "namespace.<ns>" when p groups by namespace or o's kind is placed by
+// namespace (Grouped), and "" for an object placed on its own. An object
+// being deleted is placed on its own: it stays with the controller that
+// removes its finalizer, and must not hold the rest of its group.
+func (o Object) Group(p shardconfig.Placement) string {
+	if o.Deleting || o.Derived {
 		return ""
 	}
-	return o.Namespace
+	if p.GroupBy == shardconfig.GroupByLabel {
+		if v := o.Labels[p.GroupLabel]; v != "" {
+			return labelGroup + v
+		}
+	}
+	if o.Grouped || p.GroupBy == shardconfig.GroupByNamespace {
+		return namespaceGroup + o.Namespace
+	}
+	return ""
+}
+
+// DescribeGroup names a group key of Group in messages: "namespace
+// team-a", or "group example.com/tenant=acme".
+func DescribeGroup(key string, p shardconfig.Placement) string {
+	if v, ok := strings.CutPrefix(key, labelGroup); ok {
+		return "group " + p.GroupLabel + "=" + v
+	}
+	return "namespace " + strings.TrimPrefix(key, namespaceGroup)
 }
 
 // Ref names the object in messages and placement rounds: "kind

@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 )
 
 func TestObjectRef(t *testing.T) {
@@ -30,13 +33,28 @@ func TestObjectPinned(t *testing.T) {
 }
 
 func TestObjectGroup(t *testing.T) {
-	o := Object{Kind: "helmreleases", Namespace: "team-a", Name: "app", Grouped: true}
-	assert.Equal(t, "team-a", o.Group())
+	var kinds shardconfig.Placement // no setting: each kind's own unit
+	o := Object{Kind: "helmreleases", Namespace: "team-a", Name: "app", Grouped: true, Labels: labels.Set{"tenant": "acme"}}
+	assert.Equal(t, "namespace.team-a", o.Group(kinds))
 	deleting := o
 	deleting.Deleting = true
-	assert.Empty(t, deleting.Group(), "an object being deleted holds nothing")
+	assert.Empty(t, deleting.Group(kinds), "an object being deleted holds nothing")
 	derived := o
 	derived.Derived = true
-	assert.Empty(t, derived.Group(), "a derived object follows the one it was made from")
-	assert.Empty(t, Object{Kind: "gitrepos", Namespace: "team-a"}.Group(), "a kind placed object by object")
+	assert.Empty(t, derived.Group(kinds), "a derived object follows the one it was made from")
+	gitrepo := Object{Kind: "gitrepos", Namespace: "team-a", Labels: labels.Set{"tenant": "acme"}}
+	assert.Empty(t, gitrepo.Group(kinds), "a kind placed object by object")
+
+	byNamespace := shardconfig.Placement{GroupBy: shardconfig.GroupByNamespace}
+	assert.Equal(t, "namespace.team-a", gitrepo.Group(byNamespace), "the setting groups every kind")
+
+	byLabel := shardconfig.Placement{GroupBy: shardconfig.GroupByLabel, GroupLabel: "tenant"}
+	assert.Equal(t, "label.acme", gitrepo.Group(byLabel))
+	assert.Equal(t, "label.acme", o.Group(byLabel), "the label wins over a kind's namespace")
+	assert.Empty(t, Object{Kind: "gitrepos", Namespace: "team-a"}.Group(byLabel), "no label: on its own")
+	assert.Equal(t, "namespace.team-b", Object{Kind: "helmreleases", Namespace: "team-b", Grouped: true}.Group(byLabel),
+		"no label: a kind placed by namespace keeps its namespace")
+
+	assert.Equal(t, "namespace team-a", DescribeGroup(o.Group(kinds), kinds))
+	assert.Equal(t, "group tenant=acme", DescribeGroup(gitrepo.Group(byLabel), byLabel))
 }

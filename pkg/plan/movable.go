@@ -43,7 +43,7 @@ func UnlabelledServed(sources []SourceState) bool {
 func GroupHolds(p shardconfig.Placement, objs []placement.Object) map[string][]placement.Object {
 	out := map[string][]placement.Object{}
 	for _, o := range objs {
-		if g := o.Group(); g != "" && o.Labelled && !Movable(p, o) {
+		if g := o.Group(p); g != "" && o.Labelled && !Movable(p, o) {
 			out[g] = append(out[g], o)
 		}
 	}
@@ -65,10 +65,11 @@ func HoldShards(holds []placement.Object) []string {
 	return slices.Compact(out)
 }
 
-// HoldMessage says what holds the group of the namespace ns where it is:
-// "namespace team-a is pinned to shard x by helmreleases team-a/foo", or,
-// with holds on several shards, that its objects are not moved.
-func HoldMessage(ns string, holds []placement.Object) string {
+// HoldMessage says what holds the group named group (placement.DescribeGroup)
+// where it is: "namespace team-a is pinned to shard x by helmreleases
+// team-a/foo", or, with holds on several shards, that its objects are not
+// moved.
+func HoldMessage(group string, holds []placement.Object) string {
 	byShard := map[string][]string{}
 	for _, o := range holds {
 		by := o.Ref()
@@ -79,14 +80,14 @@ func HoldMessage(ns string, holds []placement.Object) string {
 	}
 	shards := HoldShards(holds)
 	if len(shards) == 1 {
-		return fmt.Sprintf("namespace %s is pinned to shard %s by %s", ns, shards[0], strings.Join(byShard[shards[0]], ", "))
+		return fmt.Sprintf("%s is pinned to shard %s by %s", group, shards[0], strings.Join(byShard[shards[0]], ", "))
 	}
 	parts := make([]string, len(shards))
 	for i, s := range shards {
 		parts[i] = fmt.Sprintf("%s by %s", s, strings.Join(byShard[s], ", "))
 	}
-	return fmt.Sprintf("namespace %s is pinned to more than one shard (%s): its objects are placed together, so none of them is moved until the labels agree",
-		ns, strings.Join(parts, "; "))
+	return fmt.Sprintf("%s is pinned to more than one shard (%s): its objects are placed together, so none of them is moved until the labels agree",
+		group, strings.Join(parts, "; "))
 }
 
 // pinned returns the objects mapped to shard that placement may not move,
@@ -104,17 +105,17 @@ func pinned(p shardconfig.Placement, m Mapped, shard string, n int) (int, []stri
 		}
 		why := ""
 		if Movable(p, o) {
-			if o.Group() == "" {
+			if o.Group(p) == "" {
 				continue
 			}
 			if holds == nil {
 				holds = GroupHolds(p, m.All())
 			}
-			h := holds[o.Group()]
+			h := holds[o.Group(p)]
 			if s := HoldShards(h); len(s) == 0 || len(s) == 1 && s[0] != shard {
 				continue
 			}
-			why = " (" + HoldMessage(o.Namespace, h) + ")"
+			why = " (" + HoldMessage(placement.DescribeGroup(o.Group(p), p), h) + ")"
 		}
 		count++
 		if len(sample) < n {

@@ -261,12 +261,12 @@ func TestGroupHolds(t *testing.T) {
 		{Kind: "gitrepos", Namespace: "team-c", Name: "fleet", Shard: "a", Labelled: true, Weight: 1},
 	}
 	holds := GroupHolds(p, objs)
-	require.Equal(t, []string{"team-a"}, slices.Collect(maps.Keys(holds)), "a deleting object holds nothing; a kind not grouped has no group")
-	assert.Equal(t, []string{"a", "b"}, HoldShards(holds["team-a"]))
+	require.Equal(t, []string{"namespace.team-a"}, slices.Collect(maps.Keys(holds)), "a deleting object holds nothing; a kind not grouped has no group")
+	assert.Equal(t, []string{"a", "b"}, HoldShards(holds["namespace.team-a"]))
 	assert.Equal(t, "namespace team-a is pinned to more than one shard (a by helmreleases team-a/outside (outside placement's scope); "+
 		"b by helmreleases team-a/pinned): its objects are placed together, so none of them is moved until the labels agree",
-		HoldMessage("team-a", holds["team-a"]))
-	assert.Equal(t, "namespace team-a is pinned to shard b by helmreleases team-a/pinned", HoldMessage("team-a", holds["team-a"][1:]))
+		HoldMessage("namespace team-a", holds["namespace.team-a"]))
+	assert.Equal(t, "namespace team-a is pinned to shard b by helmreleases team-a/pinned", HoldMessage("namespace team-a", holds["namespace.team-a"][1:]))
 }
 
 func TestPinnedCountsTheObjectsAPinHolds(t *testing.T) {

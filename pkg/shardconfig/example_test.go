@@ -148,6 +148,12 @@ func describePlacement(p shardconfig.Placement) string {
 	if p.Selector != nil {
 		s += fmt.Sprintf(" selector=%q", p.Selector.String())
 	}
+	switch p.GroupBy {
+	case shardconfig.GroupByNamespace:
+		s += " groupBy=namespace"
+	case shardconfig.GroupByLabel:
+		s += " groupBy=label:" + p.GroupLabel
+	}
 	s += fmt.Sprintf(" threshold=%s maxMoves=%d interval=%s cooldown=%s", p.Threshold.String(), p.MaxMoves, p.Interval, p.Cooldown)
 	if p.FailoverAfter > 0 {
 		s += fmt.Sprintf(" failoverAfter=%s failoverMaxDown=%s", p.FailoverAfter, p.FailoverMaxDown.String())
@@ -245,6 +251,8 @@ func ExampleParsePlacement() {
 		"",
 		"namespaces: [fleet-default, flux-apps]\nselector: team!=platform\nthreshold: 5\nmaxMoves: 20\ninterval: 1m\n",
 		"failoverAfter: 2m\nfailoverMaxDown: 1\n",
+		"groupBy: label\ngroupLabel: example.com/tenant\n",
+		"groupBy: label\n",
 		"maxMove: 20\n",
 		"interval: 100ms\n",
 	}, placementLines)
@@ -263,8 +271,15 @@ func ExampleParsePlacement() {
 	//   failoverMaxDown: 1
 	//   => placement on: namespaces=all threshold=10% maxMoves=50 interval=30s cooldown=10m0s failoverAfter=2m0s failoverMaxDown=1
 	// placement: |
+	//   groupBy: label
+	//   groupLabel: example.com/tenant
+	//   => placement on: namespaces=all groupBy=label:example.com/tenant threshold=10% maxMoves=50 interval=30s cooldown=10m0s
+	// placement: |
+	//   groupBy: label
+	//   error: placement.groupBy: label needs groupLabel, the label whose value names a group
+	// placement: |
 	//   maxMove: 20
-	//   error: placement: not a valid YAML object {namespaces, selector, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards, failoverAfter, failoverMaxDown}: error unmarshaling JSON: while decoding JSON: json: unknown field "maxMove"
+	//   error: placement: not a valid YAML object {namespaces, selector, groupBy, groupLabel, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards, failoverAfter, failoverMaxDown}: error unmarshaling JSON: while decoding JSON: json: unknown field "maxMove"
 	// placement: |
 	//   interval: 100ms
 	//   error: placement.interval 100ms: must be between 1s and 1h0m0s

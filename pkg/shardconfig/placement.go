@@ -48,6 +48,15 @@ const (
 	minFailoverAfter = 10 * time.Second
 )
 
+// Values of Placement.GroupBy.
+const (
+	// GroupByNamespace makes every namespace one unit of placement.
+	GroupByNamespace = "namespace"
+	// GroupByLabel makes the objects that share a value of
+	// Placement.GroupLabel one unit of placement.
+	GroupByLabel = "label"
+)
+
 // Placement is the parsed data.placement: which objects shardkeeper may
 // label, and how fast it may move them.
 type Placement struct {
@@ -57,6 +66,13 @@ type Placement struct {
 	Namespaces []string
 	// Selector limits the scope by the objects' labels.
 	Selector labels.Selector
+	// GroupBy makes groups the unit of placement: GroupByNamespace,
+	// GroupByLabel, or "" for the kinds' own (an object alone, a namespace
+	// for the kinds that need it, see source.MappedKind.GroupByNamespace).
+	GroupBy string
+	// GroupLabel is the label whose value names an object's group when
+	// GroupBy is GroupByLabel.
+	GroupLabel string
 	// Threshold is the spread between the most and the least loaded shard
 	// that starts a rebalance: a load, or a percentage of the mean load.
 	Threshold intstr.IntOrString
@@ -112,6 +128,8 @@ func (p Placement) ThresholdFor(mean float64) int {
 type rawPlacement struct {
 	Namespaces      []string            `json:"namespaces,omitempty"`
 	Selector        string              `json:"selector,omitempty"`
+	GroupBy         string              `json:"groupBy,omitempty"`
+	GroupLabel      string              `json:"groupLabel,omitempty"`
 	Threshold       *intstr.IntOrString `json:"threshold,omitempty"`
 	MaxMoves        *int                `json:"maxMoves,omitempty"`
 	Interval        *string             `json:"interval,omitempty"`
@@ -127,7 +145,7 @@ type rawPlacement struct {
 // optional; an empty value turns placement on with the defaults.
 //
 // The checks run in a fixed order (size, YAML, namespaces, selector,
-// threshold, counts, durations) so that a value with several mistakes
+// grouping, threshold, counts, durations) so that a value with several mistakes
 // always reports the same, first one.
 func ParsePlacement(value string) (Placement, error) {
 	raw, err := decodePlacement(value)
@@ -139,6 +157,9 @@ func ParsePlacement(value string) (Placement, error) {
 		ObjectsPerShard: defaultObjectsPerShard, MinShards: defaultMinShards, MaxShards: defaultMaxShards,
 		FailoverMaxDown: intstr.FromString(defaultFailoverMaxDown)}
 	if err := applyScope(&p, raw); err != nil {
+		return Placement{}, err
+	}
+	if err := applyGrouping(&p, raw); err != nil {
 		return Placement{}, err
 	}
 	if err := applyThreshold(&p, raw); err != nil {
@@ -167,7 +188,7 @@ func decodePlacement(value string) (*rawPlacement, error) {
 	var raw *rawPlacement
 	if strings.TrimSpace(value) != "" {
 		if err := yaml.UnmarshalStrict([]byte(value), &raw); err != nil {
-			return nil, fmt.Errorf("placement: not a valid YAML object {namespaces, selector, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards, failoverAfter, failoverMaxDown}: %w", err)
+			return nil, fmt.Errorf("placement: not a valid YAML object {namespaces, selector, groupBy, groupLabel, threshold, maxMoves, interval, cooldown, objectsPerShard, minShards, maxShards, failoverAfter, failoverMaxDown}: %w", err)
 		}
 	}
 	if raw == nil {
@@ -191,6 +212,29 @@ func applyScope(p *Placement, raw *rawPlacement) error {
 		}
 		p.Selector = sel
 	}
+	return nil
+}
+
+// applyGrouping checks groupBy and groupLabel together: a label to group
+// by is needed exactly when groupBy is "label", and a misspelt key would
+// otherwise group nothing without a word.
+func applyGrouping(p *Placement, raw *rawPlacement) error {
+	switch raw.GroupBy {
+	case "", GroupByNamespace:
+		if raw.GroupLabel != "" {
+			return fmt.Errorf("placement.groupLabel %q: set only with groupBy: %s", truncate(raw.GroupLabel), GroupByLabel)
+		}
+	case GroupByLabel:
+		if raw.GroupLabel == "" {
+			return fmt.Errorf("placement.groupBy: %s needs groupLabel, the label whose value names a group", GroupByLabel)
+		}
+		if errs := validation.IsQualifiedName(raw.GroupLabel); len(errs) > 0 {
+			return fmt.Errorf("placement.groupLabel %q: %s", truncate(raw.GroupLabel), strings.Join(errs, "; "))
+		}
+	default:
+		return fmt.Errorf("placement.groupBy %q: must be %s or %s", truncate(raw.GroupBy), GroupByNamespace, GroupByLabel)
+	}
+	p.GroupBy, p.GroupLabel = raw.GroupBy, raw.GroupLabel
 	return nil
 }
 

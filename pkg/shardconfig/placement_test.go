@@ -71,10 +71,27 @@ func TestParsePlacementRejects(t *testing.T) {
 		{"no shard may fail over", "failoverMaxDown: 0"},
 		{"above 100%", "failoverMaxDown: 150%"},
 		{"not a percentage", "failoverMaxDown: half"},
+		{"unknown grouping", "groupBy: tenant"},
+		{"label grouping without a label", "groupBy: label"},
+		{"a label without label grouping", "groupBy: namespace\ngroupLabel: tenant"},
+		{"a group label alone", "groupLabel: tenant"},
+		{"bad group label", "groupBy: label\ngroupLabel: 'not a label'"},
 	} {
 		_, err := ParsePlacement(tt.value)
 		assert.Error(t, err, tt.name)
 	}
+}
+
+func TestParseGrouping(t *testing.T) {
+	p, err := ParsePlacement("")
+	require.NoError(t, err)
+	assert.Empty(t, p.GroupBy, "without the setting, each kind keeps its own unit")
+	p, err = ParsePlacement("groupBy: namespace")
+	require.NoError(t, err)
+	assert.Equal(t, GroupByNamespace, p.GroupBy)
+	p, err = ParsePlacement("groupBy: label\ngroupLabel: example.com/tenant")
+	require.NoError(t, err)
+	assert.Equal(t, [2]string{GroupByLabel, "example.com/tenant"}, [2]string{p.GroupBy, p.GroupLabel})
 }
 
 func TestParseFailover(t *testing.T) {

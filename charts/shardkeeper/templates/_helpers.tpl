@@ -450,3 +450,51 @@ or flow, quoted): a shard ID is in the list's words when the list names it.
 {{- define "shardkeeper.celWords" -}}
 {{- range list "\\n" "\\t" "\\r" "," "[" "]" "{" "}" ":" "\"" "\\'" }}.replace('{{ . }}', ' '){{ end }}.split(' ').filter(w, w != '')
 {{- end }}
+
+{{/*
+"true" when the chart installs the stamping policy (stamppolicy.yaml) and
+passes --stamp: placement is allowed, placement.stamp.enabled, and the API
+server serves MutatingAdmissionPolicy v1 (Kubernetes 1.36 and later).
+Otherwise "", and placement labels new objects from its rounds as before.
+*/}}
+{{- define "shardkeeper.stamp" -}}
+{{- if and .Values.placement.enabled .Values.placement.stamp.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+The kinds the stamping policy labels, as JSON {"<label key>": ["<group>/<resource>", ...]}:
+the placed kinds of the presets (Fleet's GitRepos and HelmOps; Flux's
+kinds, with its shard key), or those of mappedKinds when set. Fleet's
+Bundles and BundleDeployments are made by Fleet and follow their owner:
+never stamped.
+*/}}
+{{- define "shardkeeper.stampKinds" -}}
+{{- $byLabel := dict -}}
+{{- if .Values.mappedKinds -}}
+{{- range .Values.mappedKinds -}}
+{{- $label := regexReplaceAll "^[^=]*=" . "" -}}
+{{- $parts := regexSplit "\\." (regexReplaceAll "=.*$" . "") 3 -}}
+{{- $_ := set $byLabel $label (append (get $byLabel $label | default list) (printf "%s/%s" (index $parts 2) (index $parts 0))) -}}
+{{- end -}}
+{{- else -}}
+{{- if .Values.presets.fleet.enabled -}}
+{{- $_ := set $byLabel "fleet.cattle.io/shard-ref" (list "fleet.cattle.io/gitrepos" "fleet.cattle.io/helmops") -}}
+{{- end -}}
+{{- if .Values.presets.flux.enabled -}}
+{{- $flux := list -}}
+{{- range list "gitrepositories" "ocirepositories" "helmrepositories" "helmcharts" "buckets" -}}
+{{- $flux = append $flux (printf "source.toolkit.fluxcd.io/%s" .) -}}
+{{- end -}}
+{{- $flux = append $flux "kustomize.toolkit.fluxcd.io/kustomizations" -}}
+{{- $flux = append $flux "helm.toolkit.fluxcd.io/helmreleases" -}}
+{{- range list "imagerepositories" "imagepolicies" "imageupdateautomations" -}}
+{{- $flux = append $flux (printf "image.toolkit.fluxcd.io/%s" .) -}}
+{{- end -}}
+{{- $flux = append $flux "source.extensions.fluxcd.io/artifactgenerators" -}}
+{{- $_ := set $byLabel .Values.presets.flux.shardKey $flux -}}
+{{- end -}}
+{{- end -}}
+{{- $byLabel | toJson -}}
+{{- end -}}

@@ -1,0 +1,92 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
+	"github.com/shardkeeper/shardkeeper/pkg/stamp"
+)
+
+// fakePublisher records what the mover publishes.
+type fakePublisher struct {
+	published []map[string]string
+	fail      error
+}
+
+func (f *fakePublisher) Publish(_ context.Context, data map[string]string) error {
+	if f.fail != nil {
+		return f.fail
+	}
+	f.published = append(f.published, maps.Clone(data))
+	return nil
+}
+
+func (f *fakePublisher) last() map[string]string {
+	if len(f.published) == 0 {
+		return nil
+	}
+	return f.published[len(f.published)-1]
+}
+
+func TestRoundPublishesWhereNewObjectsAreBorn(t *testing.T) {
+	c := newFakeCluster(gitrepo("placed", "a"), gitrepo("new", ""))
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	pub := &fakePublisher{}
+	p.Stamp(pub)
+
+	p.Set(placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a", "b", "c"}, Draining: []string{"c"}})
+	p.round(context.Background())
+	// "new" goes to b this round, so a and b hold one each: the next new
+	// object goes to a, the first ID. c is empty, but draining.
+	assert.Equal(t, "a", pub.last()[stamp.KeyNext])
+	assert.True(t, strings.HasPrefix(pub.last()[stamp.KeySequence], "a,b,a,b,"), pub.last()[stamp.KeySequence])
+	assert.Equal(t, map[string]string{"gitrepos apps/new": "b"}, shardsOf(c.takePatches(t)))
+
+	p.Set(placement.State{ConfigMap: shardCM})
+	p.round(context.Background())
+	assert.Empty(t, pub.last(), "placement off: nothing to stamp with")
+	assert.Len(t, pub.published, 2)
+}
+
+func shardsOf(patches map[string]patchCall) map[string]string {
+	out := map[string]string{}
+	for ref, call := range patches {
+		out[ref] = call.shard()
+	}
+	return out
+}
+
+func TestRestrictWithdrawsShardsFromTheStampRecords(t *testing.T) {
+	c := newFakeCluster()
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	pub := &fakePublisher{}
+	p.Stamp(pub)
+	p.Set(placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a", "b"}})
+	records := map[string]string{stamp.KeyNext: "b", stamp.KeySequence: "b,a", "namespace.x": "b", "namespace.y": "a", stamp.KeyGroupBy: "namespace"}
+	p.stamped = records
+
+	p.Restrict([]string{"a", "b"})
+	assert.Equal(t, records, pub.last(), "nothing withdrawn: the records as they were (the publisher writes only changes)")
+
+	p.Restrict([]string{"a"})
+	assert.Equal(t, map[string]string{"namespace.x": stamp.Wait, "namespace.y": "a", stamp.KeyGroupBy: "namespace"}, pub.last(),
+		"before Restrict returns, no new object is stamped onto b: its group waits, and one of no group is not stamped")
+
+	// A round that decided before the withdrawal publishes after it: the
+	// withdrawn shard stays out.
+	p.publish(context.Background(), map[string]string{stamp.KeyNext: "b", stamp.KeySequence: "b,a", "namespace.z": "b"})
+	assert.Equal(t, map[string]string{"namespace.z": stamp.Wait}, pub.last())
+
+	pub.fail = errors.New("refused")
+	p.Restrict([]string{})
+	assert.Equal(t, map[string]string{"namespace.z": stamp.Wait}, p.stamped, "a failed write leaves what was published as it was")
+}
