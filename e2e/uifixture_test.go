@@ -28,7 +28,7 @@ import (
 
 // uiFixtureDir holds what the Rancher extension's tests read as the
 // daemon's output, relative to this package.
-const uiFixtureDir = "../ui/pkg/shardkeeper/fixtures"
+const uiFixtureDir = "../ui/pkg/shardkeeper-extension/fixtures"
 
 // updateUIFixtureEnv, set to 1, rewrites the fixtures from the live run
 // instead of checking them.
