@@ -397,11 +397,15 @@ UI_STAGE   := $(DIST)/extension-chart/$(UI_PKG)
 CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
   --disable-component-update --disable-sync --hide-scrollbars --window-size=1280,900 --virtual-time-budget=10000
 
+# ui-apt installs Debian's package $(1) unless the command $(2) is there.
+UI_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+ui-apt = command -v $(2) >/dev/null || { $(UI_SUDO) apt-get update -qq && \
+  DEBIAN_FRONTEND=noninteractive $(UI_SUDO) apt-get install -y -qq $(1) >/dev/null; }
+
 # ui-chromium sets $chromium to a Chromium or Chrome, installing Debian's
 # chromium when there is none.
 ui-chromium = chromium=$$(command -v chromium || command -v google-chrome || true); \
-  if [ -z "$$chromium" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null && \
-    chromium=$$(command -v chromium); fi
+  if [ -z "$$chromium" ]; then $(call ui-apt,chromium,chromium) && chromium=$$(command -v chromium); fi
 
 # ui-serve starts the test host (ui/test/server.js) on the staged chart's
 # files, stopped when the recipe's shell exits; its URL is in $url.
@@ -418,7 +422,8 @@ $(NODE_DIR)/.done:
 	@touch $@
 
 ui/node_modules/.done: ui/package.json ui/yarn.lock $(NODE_DIR)/.done
-	cd ui && $(UI_ENV) yarn install --frozen-lockfile --non-interactive --silent
+	cd ui && $(UI_ENV) yarn install --frozen-lockfile --non-interactive >$(CURDIR)/ui/yarn-install.log 2>&1 || \
+	  { cat ui/yarn-install.log; exit 1; }
 	@touch $@
 
 .PHONY: ui-build
@@ -435,9 +440,10 @@ ui-chart: ui-build ## Stage the extension chart with the built files in dist/ext
 .PHONY: ui-test
 ui-test: ui-chart $(BIN)/helm ## Test the UI extension: jest (parsing, page, dialogs; Rancher's fetch and loader on the chart's files), the chart, and the page in headless Chromium.
 	$(HELM) lint --strict $(UI_STAGE)
+	@$(call ui-apt,busybox,busybox)
 	cd ui && $(UI_ENV) yarn --silent jest --ci
 	@$(ui-chromium); $(ui-serve); \
-	  dom=$$("$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$$(mktemp -d) --dump-dom "$$url" 2>/dev/null); \
+	  dom=$$("$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$(DIST)/chromium-profile --dump-dom "$$url" 2>/dev/null); \
 	  grep -q 'data-host="done"' <<<"$$dom" && grep -q '>Blocked<' <<<"$$dom" || \
 	    { echo "Chromium: the test host did not render the extension's page:"; grep -o 'data-host="[a-z]*"' <<<"$$dom"; exit 1; }; \
 	  echo "Chromium: the built extension loads and renders the Shards page"
@@ -445,7 +451,7 @@ ui-test: ui-chart $(BIN)/helm ## Test the UI extension: jest (parsing, page, dia
 .PHONY: ui-screenshot
 ui-screenshot: ui-chart ## Take docs/images/shards-page.png: the Shards page in the test host, with the status fixture's data.
 	@$(ui-chromium); $(ui-serve); \
-	  "$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$$(mktemp -d) --screenshot=$(CURDIR)/docs/images/shards-page.png "$$url" 2>/dev/null
+	  "$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$(DIST)/chromium-profile --screenshot=$(CURDIR)/docs/images/shards-page.png "$$url" 2>/dev/null
 	@echo "docs/images/shards-page.png written"
 
 .PHONY: ui-package

@@ -3,8 +3,11 @@
  */
 // The built extension, as the chart ships it: Rancher's fetch of the files
 // from the UIPlugin's endpoint, and Rancher's loader running the bundle in
-// a page. Needs the staged chart (make ui-chart) and bin/helm.
+// a page. Needs the staged chart (make ui-chart), bin/helm and busybox.
 const fs = require('fs');
+const os = require('os');
+const net = require('net');
+const { spawn } = require('child_process');
 const path = require('path');
 const jsyaml = require('js-yaml');
 const { JSDOM, VirtualConsole } = require('jsdom');
@@ -35,6 +38,16 @@ function get(url) {
   });
 }
 
+function freePort() {
+  return new Promise((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
 describe('the extension chart', () => {
   it('names the package, and carries the package\'s version as the chart\'s', () => {
     const { spec, metadata } = rendered.uiplugin;
@@ -59,31 +72,77 @@ describe('the extension chart', () => {
   });
 });
 
+// What Rancher does with a UIPlugin's endpoint: fetch plugin/package.json
+// (its version must be the UIPlugin's), files.txt, and every file it lists.
+async function rancherFetch(endpoint) {
+  const pj = await get(`${ endpoint }/plugin/package.json`);
+
+  expect(pj.status).toBe(200);
+  expect(JSON.parse(pj.body.toString()).version).toBe(rendered.uiplugin.spec.plugin.version);
+
+  const list = await get(`${ endpoint }/files.txt`);
+
+  expect(list.status).toBe(200);
+  const entries = list.body.toString().split('\n').filter((l) => l !== '');
+
+  expect(entries).toContain('plugin/package.json');
+  expect(entries).toContain(`plugin/${ pkg.name }-${ pkg.version }.umd.min.js`);
+  for (const e of entries) {
+    // Rancher joins each entry to the endpoint and to its cache folder.
+    expect(e).not.toMatch(/^\/|(^|\/)\.\.(\/|$)|^[a-z]+:/);
+    const got = await get(`${ endpoint }/${ e }`);
+
+    expect({ e, status: got.status }).toEqual({ e, status: 200 });
+    expect(got.body.equals(rendered.files.get(e))).toBe(true);
+  }
+  // Every file the chart serves is listed: nothing is left out of Rancher's cache.
+  expect([...rendered.files.keys()].filter((f) => f !== 'files.txt').sort()).toEqual([...entries].sort());
+}
+
 describe('Rancher\'s fetch from the endpoint', () => {
   it('finds plugin/package.json with the UIPlugin\'s version, and every file that files.txt lists', async() => {
-    const endpoint = `${ server.base }/endpoint`;
-    const pj = await get(`${ endpoint }/plugin/package.json`);
+    await rancherFetch(`${ server.base }/endpoint`);
+  });
 
-    expect(pj.status).toBe(200);
-    expect(JSON.parse(pj.body.toString()).version).toBe(rendered.uiplugin.spec.plugin.version);
+  // The chart's own server: its container's command, run with busybox
+  // (make installs Debian's), on the files laid out as the kubelet lays
+  // out a ConfigMap volume (a timestamped folder behind ..data symlinks).
+  it('gets the same from the chart\'s server, busybox httpd on the ConfigMap volume', async() => {
+    const deploy = rendered.objs.find((o) => o.kind === 'Deployment');
+    const container = deploy.spec.template.spec.containers[0];
+    const mount = container.volumeMounts[0].mountPath;
+    const args = container.command.slice(1);
 
-    const list = await get(`${ endpoint }/files.txt`);
+    expect(container.command[0]).toBe('httpd');
+    expect(args[args.indexOf('-h') + 1]).toBe(mount);
 
-    expect(list.status).toBe(200);
-    const entries = list.body.toString().split('\n').filter((l) => l !== '');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sk-volume-'));
+    const data = path.join(dir, '..2026_01_01_00_00_00.1');
 
-    expect(entries).toContain('plugin/package.json');
-    expect(entries).toContain(`plugin/${ pkg.name }-${ pkg.version }.umd.min.js`);
-    for (const e of entries) {
-      // Rancher joins each entry to the endpoint and to its cache folder.
-      expect(e).not.toMatch(/^\/|(^|\/)\.\.(\/|$)|^[a-z]+:/);
-      const got = await get(`${ endpoint }/${ e }`);
-
-      expect({ e, status: got.status }).toEqual({ e, status: 200 });
-      expect(got.body.length).toBeGreaterThan(0);
+    for (const [f, body] of rendered.files) {
+      fs.mkdirSync(path.dirname(path.join(data, f)), { recursive: true });
+      fs.writeFileSync(path.join(data, f), body);
     }
-    // Every file the chart serves is listed: nothing is left out of Rancher's cache.
-    expect([...rendered.files.keys()].filter((f) => f !== 'files.txt').sort()).toEqual([...entries].sort());
+    fs.symlinkSync(path.basename(data), path.join(dir, '..data'));
+    for (const top of new Set([...rendered.files.keys()].map((f) => f.split('/')[0]))) {
+      fs.symlinkSync(path.join('..data', top), path.join(dir, top));
+    }
+    const port = await freePort();
+    const local = args.map((a, i) => (args[i - 1] === '-p' ? `127.0.0.1:${ port }` : args[i - 1] === '-h' ? dir : a));
+    const httpd = spawn('busybox', ['httpd', ...local], { stdio: 'inherit' });
+
+    try {
+      for (let i = 0; i < 50; i++) {
+        if (await get(`http://127.0.0.1:${ port }/files.txt`).then(() => true, () => false)) {
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await rancherFetch(`http://127.0.0.1:${ port }`);
+    } finally {
+      httpd.kill();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
