@@ -449,10 +449,11 @@ ui-test: ui-chart $(BIN)/helm ## Test the UI extension: jest (parsing, page, dia
 	  echo "Chromium: the built extension loads and renders the Shards page"
 
 .PHONY: ui-screenshot
-ui-screenshot: ui-chart ## Take docs/images/shards-page.png: the Shards page in the test host, with the status fixture's data.
+ui-screenshot: ui-chart ## Take docs/images/shards-page.png and shards-remove.png: the page and the remove dialog in the test host, with the fixtures' data.
 	@$(ui-chromium); $(ui-serve); \
-	  "$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$(DIST)/chromium-profile --screenshot=$(CURDIR)/docs/images/shards-page.png "$$url" 2>/dev/null
-	@echo "docs/images/shards-page.png written"
+	  "$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$(DIST)/chromium-profile --screenshot=$(CURDIR)/docs/images/shards-page.png "$$url" 2>/dev/null && \
+	  "$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$(DIST)/chromium-profile --screenshot=$(CURDIR)/docs/images/shards-remove.png "$$url&open=remove:shard0" 2>/dev/null
+	@echo "docs/images/shards-page.png and shards-remove.png written"
 
 .PHONY: ui-package
 ui-package: ui-chart $(BIN)/helm ## Package the extension chart into dist/chart beside the daemon's (after chart-package) and index both.

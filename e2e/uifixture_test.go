@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -116,12 +117,15 @@ func TestUIFixture(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: live.Name, Namespace: live.Namespace},
 		Data:       live.Data,
 	}
+	objects := uiObjects(t, s)
 	statusPath := filepath.Join(uiFixtureDir, "status.json")
 	admissionPath := filepath.Join(uiFixtureDir, "admission.json")
+	objectsPath := filepath.Join(uiFixtureDir, "objects.json")
 	if os.Getenv(updateUIFixtureEnv) == "1" {
 		writeJSON(t, statusPath, fixture)
 		writeJSON(t, admissionPath, got)
-		t.Logf("wrote %s and %s", statusPath, admissionPath)
+		writeJSON(t, objectsPath, objects)
+		t.Logf("wrote %s, %s and %s", statusPath, admissionPath, objectsPath)
 		return
 	}
 
@@ -134,6 +138,39 @@ func TestUIFixture(t *testing.T) {
 	var committedAdmission uiAdmission
 	readJSON(t, admissionPath, &committedAdmission)
 	assert.Equal(t, committedAdmission, got, "the API server's answers; rerun with %s=1 to update", updateUIFixtureEnv)
+
+	var committedObjects map[string][]uiObject
+	readJSON(t, objectsPath, &committedObjects)
+	assert.Equal(t, committedObjects, objects, "the GitRepos and HelmOps; rerun with %s=1 to update", updateUIFixtureEnv)
+}
+
+// uiObject is a Fleet object as the page lists it: its name and labels.
+type uiObject struct {
+	Metadata struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels,omitempty"`
+	} `json:"metadata"`
+}
+
+// uiObjects returns the scenario's GitRepos and HelmOps by resource, the
+// page's "a few of the objects" on a shard that is removed.
+func uiObjects(t *testing.T, s *scenario) map[string][]uiObject {
+	t.Helper()
+	out := map[string][]uiObject{}
+	for _, gvr := range []schema.GroupVersionResource{gitRepos, helmOps} {
+		list, err := dyn.Resource(gvr).Namespace(s.fleetNS).List(s.ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		objs := []uiObject{}
+		for _, o := range list.Items {
+			var u uiObject
+			u.Metadata.Name, u.Metadata.Namespace, u.Metadata.Labels = o.GetName(), o.GetNamespace(), o.GetLabels()
+			objs = append(objs, u)
+		}
+		sort.Slice(objs, func(i, j int) bool { return objs[i].Metadata.Name < objs[j].Metadata.Name })
+		out[gvr.Resource] = objs
+	}
+	return out
 }
 
 func writeJSON(t *testing.T, path string, v any) {

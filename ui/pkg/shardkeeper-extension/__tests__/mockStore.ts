@@ -1,9 +1,10 @@
 // A stand-in for Rancher's store: it answers management/request as Steve
-// would, from a shard ConfigMap it keeps, the status fixture the e2e run
-// wrote, and a few Events and GitRepos. Each PUT is recorded, and stored
-// only when the test's admission says so.
+// would, from a shard ConfigMap it keeps, and from what the e2e run wrote:
+// the status, the GitRepos and HelmOps, the admission policy's answers.
+// Each PUT is recorded, and stored only when the test's admission says so.
 import statusFixture from '../fixtures/status.json';
 import admission from '../fixtures/admission.json';
+import objectsFixture from '../fixtures/objects.json';
 
 export const NS = statusFixture.metadata.namespace;
 
@@ -20,7 +21,7 @@ export class MockStore {
   admission: Admission = 'allow';
   shardConfigMap: any;
   statusConfigMap: any = statusFixture;
-  gitrepos: any[] = [];
+  objects: Record<string, any[]> = JSON.parse(JSON.stringify(objectsFixture));
   events: any[] = [];
 
   constructor(shards: string) {
@@ -71,14 +72,12 @@ export class MockStore {
     if (opt.url === `/v1/events/${ NS }`) {
       return Promise.resolve({ data: this.events });
     }
-    if (opt.url.startsWith('/v1/fleet.cattle.io.gitrepos?')) {
-      const sel = decodeURIComponent(opt.url.split('labelSelector=')[1].split('&')[0]);
-      const [k, v] = sel.split('=');
+    const list = /^\/v1\/fleet\.cattle\.io\.([a-z]+)\?labelSelector=([^&]*)/.exec(opt.url);
 
-      return Promise.resolve({ data: this.gitrepos.filter((g) => g.metadata.labels?.[k] === v) });
-    }
-    if (opt.url.startsWith('/v1/fleet.cattle.io.helmops?')) {
-      return Promise.resolve({ data: [] });
+    if (list && this.objects[list[1]]) {
+      const [k, v] = decodeURIComponent(list[2]).split('=');
+
+      return Promise.resolve({ data: this.objects[list[1]].filter((o) => o.metadata.labels?.[k] === v) });
     }
 
     return Promise.reject(notFound);
