@@ -400,7 +400,7 @@ CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-firs
 # ui-apt installs Debian's package $(1) unless the command $(2) is there.
 UI_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ui-apt = command -v $(2) >/dev/null || { $(UI_SUDO) apt-get update -qq && \
-  DEBIAN_FRONTEND=noninteractive $(UI_SUDO) apt-get install -y -qq $(1) >/dev/null; }
+  DEBIAN_FRONTEND=noninteractive $(UI_SUDO) apt-get install -y -qq --no-install-recommends $(1) >/dev/null; }
 
 # ui-chromium sets $chromium to a Chromium or Chrome, installing Debian's
 # chromium when there is none.
