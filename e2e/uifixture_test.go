@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -81,11 +82,11 @@ func TestUIFixture(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	// The page writes the whole ConfigMap, as Rancher's store does.
-	update := func(shards string) error {
+	update := func(shards string, dryRun ...string) error {
 		cm, err := kube.CoreV1().ConfigMaps(s.fleetNS).Get(s.ctx, s.cmName, metav1.GetOptions{})
 		require.NoError(t, err)
 		cm.Data["shards"] = shards
-		_, err = client.CoreV1().ConfigMaps(s.fleetNS).Update(s.ctx, cm, metav1.UpdateOptions{})
+		_, err = client.CoreV1().ConfigMaps(s.fleetNS).Update(s.ctx, cm, metav1.UpdateOptions{DryRun: dryRun})
 		return err
 	}
 	// The policy decides the plain list form (the YAML form is the daemon's
@@ -93,8 +94,18 @@ func TestUIFixture(t *testing.T) {
 	err := update("shard0,Shard_1,gpu")
 	require.True(t, apierrors.IsInvalid(err), "a bad ID is refused: %v", err)
 	got.Refusal = err.Error()
-	require.NoError(t, update("- shard0\n- id: gpu\n  nodeSelector: {type: kwok}\n"+
-		"  tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]\n"))
+	removed := "- shard0\n- id: gpu\n  nodeSelector: {type: kwok}\n" +
+		"  tolerations: [{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}]\n"
+	// The removal policy reads the status through the API server's informer,
+	// which may lag the status: dry runs until it warns.
+	eventually(t, time.Minute, "the removal policy sees shard1's objects", func() error {
+		require.NoError(t, update(removed, metav1.DryRunAll))
+		if len(w.take()) == 0 {
+			return errors.New("no warning yet")
+		}
+		return nil
+	})
+	require.NoError(t, update(removed))
 	texts := w.take()
 	require.Len(t, texts, 1, "the removal of shard1 is warned about")
 	got.Warning = texts[0]
