@@ -198,3 +198,20 @@ describe('removing a shard', () => {
     expect(store.shardConfigMap.data.shards).toBe('shard0,gpu');
   });
 });
+
+describe('a forced removal', () => {
+  it('is said while the force annotation names shards', async() => {
+    const store = new MockStore('shard0,gpu');
+
+    store.shardConfigMap.metadata.annotations = { 'shardkeeper.io/force-delete': 'shard1' };
+    const w = await mountPage(store);
+
+    expect(w.get('[data-testid="sk-force"]').text()).toContain('shardkeeper.io/force-delete is set to "shard1"');
+  });
+
+  it('is not said without the annotation', async() => {
+    const w = await mountPage(new MockStore('shard0,gpu'));
+
+    expect(w.find('[data-testid="sk-force"]').exists()).toBe(false);
+  });
+});
