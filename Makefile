@@ -151,7 +151,7 @@ $(BIN)/kwok-stages/.done: $(TOOLS_DEPS)
 check: vet lint test-unit chart-test alerts-test check-manifests ## Run the checks that need no control plane: vet, lint, unit tests, chart, alert rules, manifests.
 
 .PHONY: test
-test: check release-test test-e2e ## Run every test: check, the release path and e2e on a local control plane.
+test: check release-test test-e2e ## Run every test: check, the release path, e2e on a local control plane, and the UI extension (ui-test).
 
 # golangci-lint is built from the Go module proxy, pinned; .golangci.yml says
 # what it checks. It lints each module on its own (GOWORK=off): the daemon's
@@ -393,3 +393,88 @@ $(addprefix $(BIN)/,$(FLUX_CONTROLLERS)): $(BIN)/%: e2e/fluxtools/%/go.mod e2e/f
 
 # TestRealFluxControllers runs them as the shards that shardkeeper makes.
 test-e2e: $(addprefix $(BIN)/,$(FLUX_CONTROLLERS))
+
+# --- ui ---
+# The Rancher UI extension (ui/, docs/ui.md). Shell 3.0.10 and later need
+# Node 24: it and yarn 1 come from the npm registry into bin/ (the machine's
+# npm only fetches them; Debian's npm where the machine has none). The
+# daemon's build never needs any of it.
+NODE_VER   := 24.22.3
+YARN_VER   := 1.22.22
+NODE_ARCH  := $(subst aarch64,arm64,$(subst x86_64,x64,$(shell uname -m)))
+NODE_DIR   := $(BIN)/node-$(NODE_VER)
+UI_ENV     := PATH=$(NODE_DIR)/node/bin:$(NODE_DIR)/yarn/bin:$$PATH CYPRESS_INSTALL_BINARY=0 SHARDKEEPER_BIN_DIR=$(BIN)
+UI_PKG     := shardkeeper-extension
+UI_VERSION = $(shell sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' ui/pkg/$(UI_PKG)/package.json)
+UI_STAGE   := $(DIST)/extension-chart/$(UI_PKG)
+# Headless Chromium's flags: they keep it off the network.
+CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
+  --disable-component-update --disable-sync --hide-scrollbars --window-size=1280,900 --virtual-time-budget=10000
+
+# ui-apt installs Debian's package $(1) unless the command $(2) is there.
+UI_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+ui-apt = command -v $(2) >/dev/null || { $(UI_SUDO) apt-get update -qq && \
+  DEBIAN_FRONTEND=noninteractive $(UI_SUDO) apt-get install -y -qq --no-install-recommends $(1) >/dev/null; }
+
+# ui-chromium sets $chromium to a Chromium or Chrome, installing Debian's
+# chromium when there is none.
+ui-chromium = chromium=$$(command -v chromium || command -v google-chrome || true); \
+  if [ -z "$$chromium" ]; then $(call ui-apt,chromium,chromium) && chromium=$$(command -v chromium); fi
+
+# ui-serve starts the test host (ui/test/server.js) on the staged chart's
+# files, stopped when the recipe's shell exits; its URL is in $url.
+ui-serve = rm -f $(DIST)/ui-server.url; \
+  SHARDKEEPER_BIN_DIR=$(BIN) $(NODE_DIR)/node/bin/node ui/test/server.js $(UI_STAGE) > $(DIST)/ui-server.url & \
+  pid=$$!; trap 'kill $$pid' EXIT; \
+  for i in $$(seq 100); do [ -s $(DIST)/ui-server.url ] && break; sleep 0.1; done; url=$$(cat $(DIST)/ui-server.url)
+
+$(NODE_DIR)/.done:
+	@$(call ui-apt,npm,npm)
+	@rm -rf $(NODE_DIR) && mkdir -p $(NODE_DIR)/node $(NODE_DIR)/yarn
+	cd $(NODE_DIR) && npm pack --silent node-linux-$(NODE_ARCH)@$(NODE_VER) yarn@$(YARN_VER) >/dev/null && \
+	  tar -xzf node-linux-$(NODE_ARCH)-$(NODE_VER).tgz -C node --strip-components=1 && \
+	  tar -xzf yarn-$(YARN_VER).tgz -C yarn --strip-components=1 && rm -f *.tgz
+	@touch $@
+
+ui/node_modules/.done: ui/package.json ui/yarn.lock $(NODE_DIR)/.done
+	cd ui && $(UI_ENV) yarn install --frozen-lockfile --non-interactive >$(CURDIR)/ui/yarn-install.log 2>&1 || \
+	  { cat ui/yarn-install.log; exit 1; }
+	@touch $@
+
+.PHONY: ui-build
+ui-build: ui/node_modules/.done ## Build the UI extension with yarn build-pkg (Shell's type check) into dist/extension, laid out as Rancher fetches it.
+	cd ui && $(UI_ENV) yarn --silent build-pkg $(UI_PKG) >$(CURDIR)/ui/dist-pkg.log 2>&1 || { cat ui/dist-pkg.log; exit 1; }
+	cd ui && $(UI_ENV) node scripts/layout.js dist-pkg/$(UI_PKG)-$(UI_VERSION) $(DIST)/extension
+	@echo "bundle: $$(cat $(DIST)/extension/plugin/*.js | wc -c) bytes of JavaScript, $$(cat $(DIST)/extension/plugin/*.js | gzip -9 | wc -c) gzipped"
+
+.PHONY: ui-chart
+ui-chart: ui-build ## Stage the extension chart with the built files in dist/extension-chart.
+	@rm -rf $(UI_STAGE) && mkdir -p $(dir $(UI_STAGE))
+	cp -r charts/$(UI_PKG) $(UI_STAGE) && cp -r $(DIST)/extension $(UI_STAGE)/files
+
+.PHONY: ui-test
+ui-test: ui-chart $(BIN)/helm ## Test the UI extension: jest (parsing, page, dialogs; Rancher's fetch and loader on the chart's files), the chart, and the page in headless Chromium.
+	$(HELM) lint --strict $(UI_STAGE)
+	@$(call ui-apt,busybox,busybox)
+	cd ui && $(UI_ENV) yarn --silent jest --ci
+	@$(ui-chromium); $(ui-serve); \
+	  dom=$$("$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$(DIST)/chromium-profile --dump-dom "$$url" 2>/dev/null); \
+	  grep -q 'data-host="done"' <<<"$$dom" && grep -q '>Blocked<' <<<"$$dom" || \
+	    { echo "Chromium: the test host did not render the extension's page:"; grep -o 'data-host="[a-z]*"' <<<"$$dom"; exit 1; }; \
+	  echo "Chromium: the built extension loads and renders the Shards page"
+
+.PHONY: ui-screenshot
+ui-screenshot: ui-chart ## Take docs/images/shards-page.png and shards-remove.png: the page and the remove dialog in the test host, with the fixtures' data.
+	@$(ui-chromium); $(ui-serve); \
+	  "$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$(DIST)/chromium-profile --screenshot=$(CURDIR)/docs/images/shards-page.png "$$url" 2>/dev/null && \
+	  "$$chromium" $(CHROMIUM_FLAGS) --user-data-dir=$(DIST)/chromium-profile --screenshot=$(CURDIR)/docs/images/shards-remove.png "$$url&open=remove:shard0" 2>/dev/null
+	@echo "docs/images/shards-page.png and shards-remove.png written"
+
+.PHONY: ui-package
+ui-package: ui-chart $(BIN)/helm ## Package the extension chart into dist/chart beside the daemon's (after chart-package) and index both.
+	@mkdir -p $(DIST)/chart
+	$(HELM) package $(UI_STAGE) --destination $(DIST)/chart
+	$(HELM) repo index $(DIST)/chart --url $(CHART_URL) $(if $(INDEX_MERGE),--merge $(INDEX_MERGE))
+
+test: ui-test
+# --- end ui ---
