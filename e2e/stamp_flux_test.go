@@ -75,7 +75,7 @@ func TestFluxObjectsBornOnTheirShard(t *testing.T) {
 	// daemon records the first wave's namespaces on the shards they were
 	// born on, so the second is stamped from the records of a round and
 	// the first from the records of none.
-	fs.waitFluxStamping(namespaces[0])
+	fs.waitStamping(fluxGitRepositories, fs.bornObject(fluxObject{fluxGitRepositories, "probe"}, namespaces[0]), fluxLabel)
 	born := fs.bornBurst(append(slices.Clone(namespaces[:2]), control))
 	shardOf := fs.namespaceShards(born, namespaces[:2])
 	fs.waitStampRecords(shardOf)
@@ -129,23 +129,6 @@ func TestFluxObjectsBornOnTheirShard(t *testing.T) {
 			return nil
 		})
 		t.Logf("marks of the main controllers on the unstamped namespace %s:\n%s", control, strings.Join(marks, "\n"))
-	})
-}
-
-// waitFluxStamping waits until a GitRepository created in ns (a dry run)
-// is stamped: the policy is loaded and the daemon named a shard.
-func (fs *fluxScenario) waitFluxStamping(ns string) {
-	fs.t.Helper()
-	eventually(fs.t, time.Minute, "new GitRepositories stamped in "+ns, func() error {
-		out, err := dyn.Resource(fluxGitRepositories).Namespace(ns).Create(fs.ctx, fs.bornObject(fluxObject{fluxGitRepositories, "probe"}, ns),
-			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return err
-		}
-		if out.GetLabels()[fluxLabel] == "" {
-			return notYet("not stamped", nil)
-		}
-		return nil
 	})
 }
 

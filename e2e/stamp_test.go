@@ -62,17 +62,17 @@ func (s *scenario) installStampPolicies() {
 	})
 }
 
-// waitStamping waits until the API server labels a GitRepo created in ns
-// (a dry run): the policy is loaded and the daemon published a shard.
-func (s *scenario) waitStamping(ns string) {
+// waitStamping waits until the API server labels obj, of resource gvr,
+// with label in a dry-run create: the policy is loaded and the daemon
+// published a shard.
+func (s *scenario) waitStamping(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, label string) {
 	s.t.Helper()
-	eventually(s.t, time.Minute, "new GitRepos stamped in "+ns, func() error {
-		obj := testfixture.Object(gitRepos, ns, "probe", "x", "")
-		out, err := dyn.Resource(gitRepos).Namespace(ns).Create(s.ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	eventually(s.t, time.Minute, fmt.Sprintf("new %s stamped in %s", gvr.Resource, obj.GetNamespace()), func() error {
+		out, err := dyn.Resource(gvr).Namespace(obj.GetNamespace()).Create(s.ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return err
 		}
-		if out.GetLabels()[fleetLabel] == "" {
+		if out.GetLabels()[label] == "" {
 			return notYet("not stamped", nil)
 		}
 		return nil
@@ -192,7 +192,7 @@ func TestBornOnTheirShard(t *testing.T) {
 	s.start("--allow-placement", "--stamp")
 	s.setPlacement("s1,s2", scope+"groupBy: namespace\n")
 	s.waitShards("s1", "s2")
-	s.waitStamping(namespaces[0])
+	s.waitStamping(gitRepos, testfixture.Object(gitRepos, namespaces[0], "probe", "x", ""), fleetLabel)
 
 	t.Run("grouped by namespace", func(t *testing.T) {
 		s.t = t
