@@ -371,6 +371,10 @@ BENCH_ARGS ?=
 bench: $(CONTROL_PLANE) build $(BIN)/helm ## Measure convergence, placement, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.json and bench/results.md from it (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
 	go run ./bench --bin-dir $(BIN) --out bench/results.md $(BENCH_ARGS)
 
+.PHONY: bench-million
+bench-million: $(CONTROL_PLANE) build ## The million-object mode of the benchmark (about 45 minutes, not part of `bench`): memory, start-up beside a bare LIST, decision latency and idle API traffic at 1,000,000 mapped objects; writes bench/results-million.md and .json.
+	go run ./bench --bin-dir $(BIN) --out bench/results-million.md --million --skip-convergence --skip-placement $(BENCH_ARGS)
+
 .PHONY: clean
 clean: ## Remove build output (the cached control plane too).
 	rm -rf $(BIN) $(DEMO_DIR)

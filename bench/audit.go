@@ -115,6 +115,7 @@ type auditEvent struct {
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
 	ResponseStatus           *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
@@ -134,25 +135,14 @@ func readAudit(path string, from, to time.Time) (calls, error) {
 // paging and resourceVersion parameters of lists in the resource, to show
 // how a list was made.
 func readAuditQ(path, user string, from, to time.Time, withQuery bool) (calls, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	out := calls{}
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var ev auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("audit log %s: %w", path, err)
-		}
+	err := eachAuditEvent(path, func(ev auditEvent) {
 		if ev.User.Username != user || seen[ev.AuditID] {
-			continue
+			return
 		}
 		if ev.RequestReceivedTimestamp.Before(from) || ev.RequestReceivedTimestamp.After(to) {
-			continue
+			return
 		}
 		seen[ev.AuditID] = true
 		k := callKey{verb: ev.Verb, resource: "(non-resource) " + pathOnly(ev.RequestURI)}
@@ -172,8 +162,38 @@ func readAuditQ(path, user string, from, to time.Time, withQuery bool) (calls, e
 			k.resource += " ?" + listQuery(ev.RequestURI)
 		}
 		out[k]++
+	})
+	return out, err
+}
+
+// eachAuditEvent calls f with every event of the audit log at path.
+func eachAuditEvent(path string, f func(auditEvent)) error {
+	return eachLine(path, func(line []byte) error {
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("audit log %s: %w", path, err)
+		}
+		f(ev)
+		return nil
+	})
+}
+
+// eachLine calls f with every line of the file at path (up to 16 MiB
+// each), and stops at f's first error.
+func eachLine(path string, f func([]byte) error) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
 	}
-	return out, sc.Err()
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if err := f(sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 // listQuery returns the limit and resourceVersion parameters of a list

@@ -146,6 +146,8 @@ func (e *env) setShards(ctx context.Context, name string, ids []string) error {
 // deleted), and the CPU time the controller spent meanwhile.
 type step struct {
 	Took, CPU time.Duration
+	// at is just before the patch: where a timeline starts.
+	at time.Time
 }
 
 // controllerStep patches the ConfigMap cm from the shards from to the
@@ -180,7 +182,7 @@ func (e *env) controllerStep(ctx context.Context, cm string, pid int, names func
 	if err != nil {
 		return step{}, err
 	}
-	return step{Took: t1.Sub(t0), CPU: cpu1 - cpu0}, nil
+	return step{Took: t1.Sub(t0), CPU: cpu1 - cpu0, at: t0}, nil
 }
 
 // idealNames are the ideal controller's Deployments for ids.
@@ -290,17 +292,11 @@ func (w runWrites) exact() bool {
 func (b *bench) runConvergence(ctx context.Context) error {
 	// --profiling only opens the endpoint: nothing is profiled until the
 	// measured runs are over.
-	d, err := b.env.startDaemon(ctx, b.daemonBin, append(slices.Clone(b.daemonArgs), "--profiling"))
+	d, err := b.env.startCountedDaemon(ctx, b.daemonBin, append(slices.Clone(b.daemonArgs), "--profiling"))
 	if err != nil {
 		return err
 	}
 	defer d.stop()
-	if _, err := d.waitReady(ctx, 2*time.Minute); err != nil {
-		return err
-	}
-	if _, err := d.waitCounted(ctx, 0, 2*time.Minute); err != nil {
-		return err
-	}
 	ideal, err := b.env.startIdeal(ctx, b.idealBin)
 	if err != nil {
 		return err
@@ -335,7 +331,33 @@ func (b *bench) runConvergence(ctx context.Context) error {
 			settle("the profile")
 		}
 	}
+	if b.timelineRuns == 0 {
+		return nil
+	}
+	// One daemon at a time follows the ConfigMap.
+	d.stop()
+	if err := b.runTimelines(ctx, ideal, settle); err != nil {
+		b.notef("convergence: the burst timelines: %v", err)
+	}
 	return nil
+}
+
+// startCountedDaemon starts a daemon with extra arguments and waits until it
+// is ready and has counted the mapped objects (none); on error it stops it.
+func (e *env) startCountedDaemon(ctx context.Context, bin string, extra []string) (*daemon, error) {
+	d, err := e.startDaemon(ctx, bin, extra)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.waitReady(ctx, 2*time.Minute); err != nil {
+		d.stop()
+		return nil, err
+	}
+	if _, err := d.waitCounted(ctx, 0, 2*time.Minute); err != nil {
+		d.stop()
+		return nil, err
+	}
+	return d, nil
 }
 
 // convController is a controller that convergence measures beside the

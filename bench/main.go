@@ -78,6 +78,12 @@ type bench struct {
 	// profileSeconds is the length of the CPU profile of the daemon's
 	// bursts (0: none).
 	profileSeconds int
+	// million is the million-object mode (--million): lean objects, no
+	// full-informer reference.
+	million bool
+	// timelineRuns is the number of changes up and down per shard count
+	// whose timelines are laid out (see runTimelines).
+	timelineRuns int
 
 	res results
 }
@@ -95,6 +101,7 @@ type results struct {
 	Idle         *idle
 	Placement    *placementResult
 	Profile      *burstProfile
+	Timelines    []*burstTimeline
 	Rewatches    int64 // measurement watches the API server closed, resumed
 	Notes        []string
 	Failures     []string
@@ -221,16 +228,26 @@ func (b *bench) parseFlags() (options, error) {
 	flag.IntVar(&b.placementRuns, "placement-runs", 1, "runs of the placement part (a run takes about 8 minutes at 10,000 objects; --runs does not apply)")
 	flag.IntVar(&b.placementBurst, "placement-burst", 1000, "new unlabelled objects created at once, per placement run, with the chart's stamping policy and without it (0 skips the bursts)")
 	flag.StringVar(&b.chart, "chart", "charts/shardkeeper", "the chart the stamping policy is rendered from, with the helm of --bin-dir")
+	flag.IntVar(&b.timelineRuns, "timeline-runs", 3, "changes up and down per shard count, of the ideal controller and of a daemon logging at debug level, whose timelines are laid out after the measured runs (0 skips them)")
 	flag.IntVar(&b.profileSeconds, "profile-seconds", 30, "seconds of the daemon's CPU profile across bursts of the smallest shard count, after its measured runs (0 skips it)")
+	flag.BoolVar(&b.million, "million", false, "the million-object mode: memory, start-up beside the bare LIST, decision latency and the idle window at 1,000,000 mapped objects without the last-applied annotation, one run, no full-informer reference (about 9 GiB at that count); with --skip-convergence --skip-placement it is `make bench-million`")
 	flag.Var(&daemonExtra, "daemon-arg", "an extra argument for the daemon, repeatable (the figures are meant for its defaults)")
 	flag.Parse()
 	b.daemonArgs = daemonExtra
-	if b.runs < 1 || len(b.convRuns) == 0 || b.latencyRuns < 1 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 || b.placementBurst < 0 {
-		return o, errors.New("--runs, --convergence-runs, --latency-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1, --placement-burst at least 0")
+	if b.runs < 1 || len(b.convRuns) == 0 || b.latencyRuns < 1 || b.timelineRuns < 0 || b.scaleShards < 1 || b.writers < 1 || b.placementObjects < 1 || b.placementShards < 1 || b.placementRuns < 1 || b.placementBurst < 0 {
+		return o, errors.New("--runs, --convergence-runs, --latency-runs, --scale-shards, --writers, --placement-objects, --placement-shards and --placement-runs must be at least 1, --placement-burst and --timeline-runs at least 0")
 	}
 	b.objects = dropZero(b.objects)
+	if b.million {
+		b.objects, b.runs = intList{millionObjects}, 1
+	}
 	return o, nil
 }
+
+// millionObjects is the object count of --million: a Rancher with 10,000
+// downstream clusters and 100 bundles each holds that many
+// BundleDeployments.
+const millionObjects = 1_000_000
 
 func run() error {
 	b := &bench{shards: intList{20, 100}, objects: intList{1000, 10000, 100000}}
@@ -249,7 +266,7 @@ func run() error {
 	b.res.Args = os.Args[1:]
 	b.res.Settings = settings{DaemonQPS: daemonQPS, DaemonBurst: daemonBurst, DaemonArgs: b.daemonArgs, Sources: len(sources()),
 		ObjectNamespaces: objNSs, ScaleShards: b.scaleShards, Settle: b.settle, LatencyRuns: b.latencyRuns,
-		Writers: b.writers, WriteQPS: b.writeQPS, PlaceNS: placeNS, PlaceRefNS: placeRefNS, RefWriters: refWriters}
+		Writers: b.writers, WriteQPS: b.writeQPS, PlaceNS: placeNS, PlaceRefNS: placeRefNS, RefWriters: refWriters, Million: b.million}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

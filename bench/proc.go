@@ -2,11 +2,11 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -214,31 +214,40 @@ func (e *env) startIdeal(ctx context.Context, bin string) (*proc, error) {
 	return p, nil
 }
 
-// cpuTime is the CPU time, user and system, the process pid has used.
+// cpuTime is the CPU time the process pid has used: the sum over its
+// threads of the time the scheduler ran them (/proc/PID/task/TID/schedstat,
+// in nanoseconds). /proc/PID/stat's utime and stime count in clock ticks
+// of 10 ms, too coarse for a change that costs a few of them. A Go process
+// keeps its threads, so none of its time leaves with an exited one.
 func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	if err != nil {
 		return 0, err
 	}
-	// The fields after the command, which is in parentheses and may hold
-	// spaces: utime and stime are the 14th and 15th of the line.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
+	if len(tasks) == 0 {
+		return 0, fmt.Errorf("no threads of pid %d in /proc", pid)
 	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
+	var total time.Duration
+	for _, path := range tasks {
+		b, err := os.ReadFile(path)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // the thread has just exited
+			}
+			return 0, err
 		}
-		ticks += n
+		f := strings.Fields(string(b))
+		if len(f) < 1 {
+			return 0, fmt.Errorf("%s: empty", path)
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+		total += time.Duration(ns)
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	return total, nil
 }
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on Linux.
-const clockTicks = 100
 
 // waitStableRSS samples the RSS every second until it has moved less than
 // 1 MiB over five seconds (the Go runtime returns freed memory to the OS

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,10 +43,10 @@ func handMade() *results {
 			Shards:  20,
 			FloorUp: []time.Duration{270 * ms, 280 * ms, 300 * ms}, FloorDown: []time.Duration{110 * ms, 120 * ms, 130 * ms},
 			FloorUpResp: []time.Duration{250 * ms, 260 * ms, 270 * ms}, FloorDownResp: []time.Duration{100 * ms, 100 * ms, 110 * ms},
-			IdealUp:      []step{{260 * ms, 40 * ms}, {250 * ms, 50 * ms}, {300 * ms, 40 * ms}},
-			IdealDown:    []step{{120 * ms, 20 * ms}, {125 * ms, 20 * ms}, {130 * ms, 30 * ms}},
-			DaemonUp:     []step{{240 * ms, 50 * ms}, {250 * ms, 60 * ms}, {270 * ms, 50 * ms}},
-			DaemonDown:   []step{{120 * ms, 40 * ms}, {118 * ms, 30 * ms}, {125 * ms, 40 * ms}},
+			IdealUp:      []step{{Took: 260 * ms, CPU: 40 * ms}, {Took: 250 * ms, CPU: 50 * ms}, {Took: 300 * ms, CPU: 40 * ms}},
+			IdealDown:    []step{{Took: 120 * ms, CPU: 20 * ms}, {Took: 125 * ms, CPU: 20 * ms}, {Took: 130 * ms, CPU: 30 * ms}},
+			DaemonUp:     []step{{Took: 240 * ms, CPU: 44 * ms}, {Took: 250 * ms, CPU: 52 * ms}, {Took: 270 * ms, CPU: 45 * ms}},
+			DaemonDown:   []step{{Took: 120 * ms, CPU: 22 * ms}, {Took: 118 * ms, CPU: 21 * ms}, {Took: 125 * ms, CPU: 30 * ms}},
 			DaemonWrites: writeRuns{rw(40), rw(40), rw(38)},
 			IdealWrites:  writeRuns{rw(0), rw(0), rw(0)},
 		}},
@@ -82,7 +83,7 @@ func handMade() *results {
 				Mem: []memory{{49 * MiB, 50 * MiB}, {50 * MiB, 52 * MiB}}, Heap: []float64{19 << 20, 20 << 20},
 				StartCalls: calls{{"list", "gitrepos ?limit=100&resourceVersion=0"}: 1, {"get", "configmaps"}: 1},
 				MemSteady:  memory{55 * MiB, 55 * MiB}, HeapSteady: 19 << 20, SteadyAfter: 70 * sec,
-				RefSynced: []time.Duration{370 * ms, 250 * ms}, RefMem: []memory{{600 * MiB, 610 * MiB}, {620 * MiB, 630 * MiB}},
+				RefListed: []time.Duration{600 * ms, 640 * ms}, RefSynced: []time.Duration{370 * ms, 250 * ms}, RefMem: []memory{{600 * MiB, 610 * MiB}, {620 * MiB, 630 * MiB}},
 				RefSteady: memory{615 * MiB, 630 * MiB}, RefSteadyAfter: 124 * sec,
 				AddMean: []time.Duration{24 * ms, 22 * ms, 23 * ms}, RemoveMean: []time.Duration{28 * ms, 27 * ms, 29 * ms},
 				AddN: []int{10, 11, 10}, RemoveN: []int{2, 2, 2}},
@@ -92,7 +93,13 @@ func handMade() *results {
 			APIByResource: map[string]float64{"PUT leases": 29}, APILabels: []string{"code", "verb"}},
 		Profile:   &burstProfile{Shards: 20, Bursts: 25, Seconds: 30, Top: "flat flat% sum% cum cum%"},
 		Rewatches: 2,
-		Notes:     []string{"a note"},
+		Timelines: []*burstTimeline{{Shards: 20, DaemonArgs: []string{"--log-level", "debug"},
+			DaemonUp:         []timelineRun{{"reconcile": 4 * ms, "decided": 7 * ms, "first-write": 7 * ms, "watch-last": 250 * ms}},
+			IdealUp:          []timelineRun{{"reconcile": 4 * ms, "first-write": 5 * ms, "watch-last": 260 * ms}},
+			DaemonDown:       []timelineRun{{"reconcile": 5 * ms, "first-write": 12 * ms, "watch-last": 120 * ms}},
+			IdealDown:        []timelineRun{{"reconcile": 4 * ms, "first-write": 4 * ms, "watch-last": 125 * ms}},
+			DaemonReconciles: []int{3, 2}}},
+		Notes: []string{"a note"},
 	}
 }
 
@@ -189,11 +196,11 @@ func TestMissedTargetsAreReported(t *testing.T) {
 	r.Convergence[0].DaemonWrites[1].Created++
 	got := rows(t, r)
 	up := got["convergence 0→20 shards: 80 Deployments created (median of 3)"]
-	assert.Equal(t, []string{"0.520 s (0.500–0.600)", "2.00x", "**missed**"}, []string{up[1], up[3], up[5]})
+	assert.Equal(t, []string{"0.520 s (0.500–0.600)", "2.00x (2.00–2.00)", "**missed**"}, []string{up[1], up[3], up[5]})
 	writes := got["writes at 20 shards: Deployment creates/deletes/failed writes"]
 	assert.Equal(t, []string{"80/80/0 ×2, 81/80/0 ×1", "**missed**"}, []string{writes[1], writes[5]})
 	report = renderString(t, "report", r)
-	assert.Contains(t, report, "**Targets missed: 2 of 13**")
+	assert.Contains(t, report, "**Targets missed: 2 of 17**")
 	assert.NotContains(t, report, "Every target measured in this run was met.")
 }
 
@@ -246,4 +253,41 @@ func TestCallKeysRoundTripThroughJSON(t *testing.T) {
 	require.NoError(t, got.UnmarshalText(b))
 	assert.Equal(t, k, got)
 	assert.Error(t, got.UnmarshalText([]byte("nospace")))
+}
+
+func TestRatioCIShowsTheSpreadOfPairedRuns(t *testing.T) {
+	steady := []float64{100, 101, 99, 100, 102, 98, 100}
+	assert.Equal(t, "1.00x (1.00–1.00)", ratioCI(steady, steady), "identical paired runs: no spread")
+	noisy := []float64{60, 150, 90, 200, 70, 180, 100}
+	got := ratioCI(noisy, steady)
+	interval, ok := strings.CutPrefix(got, "1.00x (")
+	require.True(t, ok, got)
+	l, h, ok := strings.Cut(strings.TrimSuffix(interval, ")"), "–")
+	require.True(t, ok, got)
+	lo, err := strconv.ParseFloat(l, 64)
+	require.NoError(t, err)
+	hi, err := strconv.ParseFloat(h, 64)
+	require.NoError(t, err)
+	assert.Less(t, lo, 0.8, "noisy runs: a wide interval")
+	assert.Greater(t, hi, 1.4)
+	assert.Equal(t, "1.00x", ratioCI([]float64{1, 2}, []float64{1, 2}), "too few runs for an interval")
+	assert.Equal(t, "1.50x", ratioCI([]float64{3, 3, 3}, []float64{2, 2}), "unpaired runs: the ratio alone")
+}
+
+func TestMillionRowsHaveTheirOwnTargets(t *testing.T) {
+	r := &results{Settings: settings{Million: true},
+		Levels: []*level{
+			{Objects: 0, Ready: []time.Duration{300 * ms}, Counted: []time.Duration{310 * ms},
+				Mem: []memory{{46 * MiB, 46 * MiB}}, MemSteady: memory{50 * MiB, 50 * MiB}, RefListed: []time.Duration{100 * ms}},
+			{Objects: 1_000_000, Ready: []time.Duration{2 * sec}, Counted: []time.Duration{40 * sec},
+				Mem: []memory{{260 * MiB, 310 * MiB}}, MemSteady: memory{240 * MiB, 240 * MiB}, RefListed: []time.Duration{30 * sec}},
+		}}
+	got := rows(t, r)
+	assert.Equal(t, "met", got["RSS with 1,000,000 mapped objects, 5 s after counted (1 run)"][5])
+	assert.Equal(t, "**missed**", got["peak RSS (highest VmHWM of the runs), 1,000,000 mapped objects"][5], "310 MiB is over 300 MiB")
+	assert.Equal(t, "met", got["steady RSS with 1,000,000 mapped objects (after a GC, 1 run)"][5])
+	perObject := got["steady RSS per mapped object, 0 → 1,000,000 objects"]
+	assert.Equal(t, []string{"199 B", "met"}, []string{perObject[1], perObject[5]})
+	startUp := got["start-up to every object counted, beside a bare paged metadata LIST of them, 1,000,000 objects (1 run)"]
+	assert.Equal(t, []string{"40.000 s", "30.000 s (bare LIST)", "1.33x", "met"}, []string{startUp[1], startUp[2], startUp[3], startUp[5]})
 }

@@ -50,7 +50,13 @@ func (b *bench) createObjects(ctx context.Context, from, to int) (float64, error
 		k := memoryKinds[i%len(memoryKinds)]
 		j := i / len(memoryKinds)
 		ns := fmt.Sprintf("%s%d", objNSBase, j%objNSs)
-		obj := testfixture.Object(k.gvr, ns, fmt.Sprintf("obj-%06d", i), k.label, fmt.Sprintf("s%03d", j%b.scaleShards))
+		obj := testfixture.Object(k.gvr, ns, fmt.Sprintf("obj-%07d", i), k.label, fmt.Sprintf("s%03d", j%b.scaleShards))
+		if b.million {
+			// As a controller makes them (a BundleDeployment is Fleet's):
+			// no last-applied annotation, which at this count would also
+			// hold the API server's watch cache at gigabytes.
+			obj.SetAnnotations(nil)
+		}
 		if err := createRetried(ctx, dyn, k.gvr, obj); err != nil {
 			return err
 		}
@@ -140,6 +146,9 @@ type level struct {
 	MemSteady   memory
 	HeapSteady  float64
 	SteadyAfter time.Duration // from counted
+	// RefListed: a bare paged metadata LIST of the same objects (bench/ref
+	// --list), from its process start to its last page, one entry per run
+	RefListed []time.Duration
 	// reference, one entry per run
 	RefSynced      []time.Duration
 	RefMem         []memory
@@ -295,6 +304,18 @@ func (b *bench) daemonRun(ctx context.Context, lv *level, r int) (*daemon, time.
 func (b *bench) referenceLevel(ctx context.Context, lv *level, steady bool) error {
 	n := lv.Objects
 	for r := range b.runs {
+		listed, err := b.bareList(n, r)
+		if err != nil {
+			return err
+		}
+		lv.RefListed = append(lv.RefListed, listed)
+	}
+	if b.million {
+		// The full dynamic informer would hold about 9 GiB here: the bare
+		// LIST is the reference.
+		return nil
+	}
+	for r := range b.runs {
 		p, err := startProc("ref", fmt.Sprintf("%s/ref-%d-%d.log", b.env.workDir, n, r), b.refBin, "--kubeconfig", b.env.adminKubeconfig)
 		if err != nil {
 			return err
@@ -320,6 +341,24 @@ func (b *bench) referenceLevel(ctx context.Context, lv *level, steady bool) erro
 		b.logf("objects %d run %d: reference synced %s, RSS %s (peak %s)", n, r+1, lv.RefSynced[r].Round(time.Millisecond), mib(mem.RSS), mib(mem.HWM))
 	}
 	return nil
+}
+
+// bareList runs the start-up reference, a bare paged metadata LIST of the
+// n objects (bench/ref --list), and returns the time from its process
+// start to its last page.
+func (b *bench) bareList(n, r int) (time.Duration, error) {
+	p, err := startProc("list", fmt.Sprintf("%s/list-%d-%d.log", b.env.workDir, n, r), b.refBin,
+		"--kubeconfig", b.env.adminKubeconfig, "--list", "--page-size", "500")
+	if err != nil {
+		return 0, err
+	}
+	defer p.stop()
+	if err := p.waitLine("listed", 15*time.Minute); err != nil {
+		return 0, err
+	}
+	took := time.Since(p.started)
+	b.logf("objects %d run %d: bare metadata LIST %s", n, r+1, took.Round(time.Millisecond))
+	return took, nil
 }
 
 // steadyReference waits until the reference p has completed a garbage

@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -366,8 +368,10 @@ func followsMain(t *testing.T, s *scenario, inPlace func() error) {
 }
 
 // watchDeletions watches the Deployments and Services of ns and returns
-// what has been deleted so far, as "kind/name". A watch that ends before
-// the test does is reported too, since a deletion could then go unseen.
+// what has been deleted so far, as "kind/name". A watch that the API server
+// ends is resumed from the last resourceVersion seen (client-go's
+// RetryWatcher), so no deletion goes unseen; one that cannot be resumed
+// (its version expired) is reported, since a deletion could then be missed.
 func watchDeletions(s *scenario) func() []string {
 	t := s.t
 	t.Helper()
@@ -375,7 +379,9 @@ func watchDeletions(s *scenario) func() []string {
 	var out []string
 	var done bool
 	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() })
-	record := func(kind string, w watch.Interface) {
+	record := func(kind, rv string, watchFn cache.WatchFuncWithContext) {
+		w, err := watchtools.NewRetryWatcherWithContext(s.ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFn})
+		require.NoError(t, err)
 		t.Cleanup(w.Stop)
 		go func() {
 			for ev := range w.ResultChan() {
@@ -393,12 +399,14 @@ func watchDeletions(s *scenario) func() []string {
 			mu.Unlock()
 		}()
 	}
-	dw, err := kube.AppsV1().Deployments(s.fluxNS).Watch(s.ctx, metav1.ListOptions{})
+	deployments := kube.AppsV1().Deployments(s.fluxNS)
+	dl, err := deployments.List(s.ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	record("deployment", dw)
-	sw, err := kube.CoreV1().Services(s.fluxNS).Watch(s.ctx, metav1.ListOptions{})
+	record("deployment", dl.ResourceVersion, deployments.Watch)
+	services := kube.CoreV1().Services(s.fluxNS)
+	sl, err := services.List(s.ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	record("service", sw)
+	record("service", sl.ResourceVersion, services.Watch)
 	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()

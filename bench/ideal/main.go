@@ -8,11 +8,15 @@
 //
 // The clones are the bench's (package clone), named ideal-<source>-<id>;
 // the shard list is the "shards" key, IDs separated by commas ("[]" for
-// none). It prints "watching" once its watch runs.
+// none). It prints "watching" once its watch runs, and after each change a
+// JSON line with its timeline, as the daemon logs its own at debug level:
+// when the watch event arrived, and when it sent its first write and had
+// its last answer.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -90,8 +95,10 @@ func run() error {
 		}
 		for ev := range w.ResultChan() {
 			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+				received := time.Now()
 				opts.ResourceVersion = cm.ResourceVersion
-				c.sync(ctx, cm.Data["shards"])
+				first, last := c.sync(ctx, cm.Data["shards"])
+				printTimeline(received, first, last)
 			}
 		}
 	}
@@ -105,8 +112,10 @@ type controller struct {
 	have map[string]*appsv1.Deployment
 }
 
-// sync writes the difference between the shard list and what it created.
-func (c *controller) sync(ctx context.Context, shards string) {
+// sync writes the difference between the shard list and what it created,
+// and returns when it sent the first write and had the last answer (zero
+// without writes).
+func (c *controller) sync(ctx context.Context, shards string) (first, last time.Time) {
 	var ids []string
 	for id := range strings.SplitSeq(strings.Trim(strings.TrimSpace(shards), "[]"), ",") {
 		if id = strings.TrimSpace(id); id != "" {
@@ -128,12 +137,41 @@ func (c *controller) sync(ctx context.Context, shards string) {
 			deletes = append(deletes, key)
 		}
 	}
-	var wg sync.WaitGroup
+	first, last = c.write(ctx, creates, deletes, want)
+	for _, key := range creates {
+		c.have[key] = want[key]
+	}
+	for _, key := range deletes {
+		delete(c.have, key)
+	}
+	return first, last
+}
+
+// write creates the Deployments creates (keys of want) and deletes the
+// ones deletes (keys of have), all at once, and returns when it sent the
+// first request and had the last answer (zero without any).
+func (c *controller) write(ctx context.Context, creates, deletes []string, want map[string]*appsv1.Deployment) (first, last time.Time) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		done = func() {
+			now := time.Now()
+			mu.Lock()
+			if now.After(last) {
+				last = now
+			}
+			mu.Unlock()
+		}
+	)
 	policy := metav1.DeletePropagationBackground
+	if len(creates)+len(deletes) > 0 {
+		first = time.Now()
+	}
 	for _, key := range creates {
 		d := want[key]
 		wg.Go(func() {
 			_, err := c.client.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
+			done()
 			report("create", key, err)
 		})
 	}
@@ -141,16 +179,29 @@ func (c *controller) sync(ctx context.Context, shards string) {
 		d := c.have[key]
 		wg.Go(func() {
 			err := c.client.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
+			done()
 			report("delete", key, err)
 		})
 	}
 	wg.Wait()
-	for _, key := range creates {
-		c.have[key] = want[key]
+	return first, last
+}
+
+// printTimeline prints a change's timeline in the shape of the daemon's
+// debug line "reconcile timeline": its start, and each step as
+// "step=+milliseconds".
+func printTimeline(start, first, last time.Time) {
+	var steps []string
+	for _, s := range []struct {
+		step string
+		at   time.Time
+	}{{"first-write", first}, {"last-answer", last}} {
+		if !s.at.IsZero() {
+			steps = append(steps, fmt.Sprintf("%s=+%.3f", s.step, float64(s.at.Sub(start))/float64(time.Millisecond)))
+		}
 	}
-	for _, key := range deletes {
-		delete(c.have, key)
-	}
+	b, _ := json.Marshal(map[string]string{"msg": "reconcile timeline", "start": start.UTC().Format(time.RFC3339Nano), "steps": strings.Join(steps, " ")})
+	fmt.Println(string(b))
 }
 
 func report(verb, key string, err error) {

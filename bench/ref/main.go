@@ -5,21 +5,31 @@
 // "gc N" whenever its count of completed garbage collections changes, so
 // that its memory can be read after a collection, as the daemon's is (from
 // its go_gc_duration_seconds_count); it never triggers one itself.
+//
+// With --list it is the start-up reference instead: a bare paged LIST of
+// the same kinds' metadata, the kinds in parallel, pages of --page-size
+// and no client rate limit, with nothing kept; it prints "listed N objects"
+// and exits.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -28,11 +38,67 @@ import (
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster")
+	list := flag.Bool("list", false, "list the objects' metadata, page by page, and exit")
+	pageSize := flag.Int64("page-size", 500, "objects per page of --list")
 	flag.Parse()
-	if err := run(*kubeconfig); err != nil {
+	var err error
+	if *list {
+		err = listAll(*kubeconfig, *pageSize)
+	} else {
+		err = run(*kubeconfig)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "ref:", err)
 		os.Exit(1)
 	}
+}
+
+// kinds are the mapped kinds the bench creates.
+var kinds = []schema.GroupVersionResource{testfixture.GitRepos, testfixture.HelmReleases, testfixture.Bundles, testfixture.BundleDeployments}
+
+// listAll lists the kinds' metadata in pages of pageSize, in parallel, as
+// the daemon's metadata client would (protobuf), and prints the count.
+func listAll(kubeconfig string, pageSize int64) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit: the bare LIST
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	client, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var (
+		total atomic.Int64
+		wg    sync.WaitGroup
+	)
+	errs := make([]error, len(kinds))
+	for i, gvr := range kinds {
+		wg.Go(func() {
+			opts := metav1.ListOptions{Limit: pageSize}
+			for {
+				page, err := client.Resource(gvr).List(ctx, opts)
+				if err != nil {
+					errs[i] = fmt.Errorf("listing %s: %w", gvr.Resource, err)
+					return
+				}
+				total.Add(int64(len(page.Items)))
+				if page.Continue == "" {
+					return
+				}
+				opts.Continue = page.Continue
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fmt.Printf("listed %d objects\n", total.Load())
+	return nil
 }
 
 func run(kubeconfig string) error {
@@ -49,7 +115,7 @@ func run(kubeconfig string) error {
 	}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(client, 0)
 	var informers []cache.SharedIndexInformer
-	for _, gvr := range []schema.GroupVersionResource{testfixture.GitRepos, testfixture.HelmReleases, testfixture.Bundles, testfixture.BundleDeployments} {
+	for _, gvr := range kinds {
 		informers = append(informers, factory.ForResource(gvr).Informer())
 	}
 	go reportGC(ctx)

@@ -2,6 +2,7 @@ package mapped
 
 import (
 	"fmt"
+	"math"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -33,17 +34,23 @@ const (
 const maxWeight = 1000
 
 // entry is a placement.Object without its kind and key, which the index holds
-// elsewhere. Strings that repeat (shard IDs, label sets) are shared.
+// elsewhere. It is 32 bytes, as a million of them must fit in a small
+// memory limit: strings that repeat (shard IDs, label sets) are shared, a
+// shard ID is held as its index in the index's table, and the
+// resourceVersion as the number that kube-apiserver writes (see rvOf).
 type entry struct {
-	rv         string
-	shard      string
-	assigned   string
+	rv         uint64
 	labels     *labelSet
-	assignedAt int64 // Unix seconds
-	weight     int32
+	shard      idRef
+	assigned   idRef
+	assignedAt uint32 // Unix seconds; 0 for none
+	weight     uint16
 	labelled   bool
 	deleting   bool
 }
+
+// idRef is a shard ID's index in shardIndex.ids; 0 is "".
+type idRef uint32
 
 // shardIndex is the whole cache of one mapped kind. A reflector writes to it
 // directly and its transform strips each object as it is decoded, so no
@@ -67,15 +74,20 @@ type shardIndex struct {
 	mu      sync.RWMutex
 	byKey   map[string]*entry            // "namespace/name"
 	members map[string]map[string]*entry // shard label value -> "namespace/name"
-	strs    map[string]string            // one shared copy of each shard ID
+	ids     []string                     // one copy of each shard ID, by idRef
+	idRefs  map[string]idRef             // the inverse of ids
 	sets    map[string]*labelSet         // one shared copy of each label set
-	synced  bool
+	// opaqueRV holds, by key, the resourceVersions that are not a decimal
+	// number, whose entries hold 0: the API's contract makes them opaque
+	// strings, although kube-apiserver writes etcd's revision.
+	opaqueRV map[string]string
+	synced   bool
 }
 
 func newShardIndex(kind, label string, derived bool, onChange func()) *shardIndex {
 	return &shardIndex{kind: kind, label: label, derived: derived, onChange: onChange,
 		byKey: map[string]*entry{}, members: map[string]map[string]*entry{},
-		strs: map[string]string{}, sets: map[string]*labelSet{}}
+		ids: []string{""}, idRefs: map[string]idRef{"": 0}, sets: map[string]*labelSet{}, opaqueRV: map[string]string{}}
 }
 
 // Transformer implements cache.TransformingStore: the reflector keeps the
@@ -98,17 +110,44 @@ func (s *shardIndex) strip(obj any) (any, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &stripped{key: m.Namespace + "/" + m.Name, e: s.entryOf(m)}, nil
+	key := m.Namespace + "/" + m.Name
+	return &stripped{key: key, e: s.entryOf(key, m)}, nil
 }
 
 var _ cache.TransformingStore = (*shardIndex)(nil)
 
-func (s *shardIndex) intern(v string) string {
-	if c, ok := s.strs[v]; ok {
-		return c
+// ref returns the idRef of the shard ID v, adding it to the table.
+func (s *shardIndex) ref(v string) idRef {
+	if r, ok := s.idRefs[v]; ok {
+		return r
 	}
-	s.strs[v] = v
-	return v
+	r := idRef(len(s.ids)) //nolint:gosec // distinct label values of one kind's objects, far fewer than 2^32
+	s.ids = append(s.ids, v)
+	s.idRefs[v] = r
+	return r
+}
+
+// rvOf reads a resourceVersion as the decimal number kube-apiserver writes;
+// any other value is kept in opaqueRV under key, and its entry holds 0.
+func (s *shardIndex) rvOf(key, v string) uint64 {
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil && n != 0 && strconv.FormatUint(n, 10) == v {
+		delete(s.opaqueRV, key)
+		return n
+	}
+	if v == "" {
+		delete(s.opaqueRV, key)
+	} else {
+		s.opaqueRV[key] = v
+	}
+	return 0
+}
+
+// resourceVersion is the resourceVersion of the entry e of key.
+func (s *shardIndex) resourceVersion(key string, e *entry) string {
+	if e.rv == 0 {
+		return s.opaqueRV[key]
+	}
+	return strconv.FormatUint(e.rv, 10)
 }
 
 // labelSet is shared by pointer, so that entries stay comparable. It is
@@ -155,18 +194,21 @@ func (s *shardIndex) internLabels(in map[string]string) *labelSet {
 	return set
 }
 
-func (s *shardIndex) entryOf(m *metav1.PartialObjectMetadata) *entry {
+// entryOf makes the entry of m, whose key is key; s.mu must be held.
+func (s *shardIndex) entryOf(key string, m *metav1.PartialObjectMetadata) *entry {
 	shard, labelled := m.Labels[s.label]
-	e := &entry{rv: m.ResourceVersion, shard: s.intern(shard), labelled: labelled,
+	e := &entry{rv: s.rvOf(key, m.ResourceVersion), shard: s.ref(shard), labelled: labelled,
 		labels: s.internLabels(m.Labels), deleting: m.DeletionTimestamp != nil, weight: 1}
 	if v, ok := m.Annotations[AssignedShardAnnotation]; ok {
-		e.assigned = s.intern(v)
+		e.assigned = s.ref(v)
 	}
-	if t, err := time.Parse(time.RFC3339, m.Annotations[AssignedAtAnnotation]); err == nil {
-		e.assignedAt = t.Unix()
+	// Before 1970 or after 2106, the time is dropped: as no time, it lets
+	// placement move the object again.
+	if t, err := time.Parse(time.RFC3339, m.Annotations[AssignedAtAnnotation]); err == nil && t.Unix() > 0 && t.Unix() <= math.MaxUint32 {
+		e.assignedAt = uint32(t.Unix()) //nolint:gosec // within range: checked just above
 	}
 	if w, err := strconv.Atoi(m.Annotations[weightAnnotation]); err == nil && w > 0 {
-		e.weight = int32(min(w, maxWeight))
+		e.weight = uint16(min(w, maxWeight))
 	}
 	return e
 }
@@ -177,7 +219,8 @@ func (s *shardIndex) keyed(obj any) (string, *entry, error) {
 	case *stripped:
 		return o.key, o.e, nil
 	case *metav1.PartialObjectMetadata:
-		return o.Namespace + "/" + o.Name, s.entryOf(o), nil
+		key := o.Namespace + "/" + o.Name
+		return key, s.entryOf(key, o), nil
 	}
 	return "", nil, fmt.Errorf("unexpected object %T", obj)
 }
@@ -212,18 +255,18 @@ func (s *shardIndex) set(obj any) (bool, error) {
 // shard ID can contain a NUL.
 const unlabelled = "\x00"
 
-func memberKey(e *entry) string {
+func (s *shardIndex) memberKey(e *entry) string {
 	if !e.labelled {
 		return unlabelled
 	}
-	return e.shard
+	return s.ids[e.shard]
 }
 
 func (s *shardIndex) add(key string, e *entry) {
-	set := s.members[memberKey(e)]
+	set := s.members[s.memberKey(e)]
 	if set == nil {
 		set = map[string]*entry{}
-		s.members[memberKey(e)] = set
+		s.members[s.memberKey(e)] = set
 	}
 	set[key] = e
 	s.byKey[key] = e
@@ -238,10 +281,10 @@ func (s *shardIndex) add(key string, e *entry) {
 
 func (s *shardIndex) remove(key string, e *entry) {
 	delete(s.byKey, key)
-	if set := s.members[memberKey(e)]; set != nil {
+	if set := s.members[s.memberKey(e)]; set != nil {
 		delete(set, key)
 		if len(set) == 0 {
-			delete(s.members, memberKey(e))
+			delete(s.members, s.memberKey(e))
 		}
 	}
 	if e.labels != nil {
@@ -278,6 +321,7 @@ func (s *shardIndex) Delete(obj any) error {
 	if had {
 		s.remove(key, e)
 	}
+	delete(s.opaqueRV, key)
 	s.mu.Unlock()
 	if had {
 		s.onChange()
@@ -309,6 +353,11 @@ func (s *shardIndex) Replace(list []any, _ string) error {
 	for id, set := range s.sets {
 		if set.refs == 0 {
 			delete(s.sets, id)
+		}
+	}
+	for key := range s.opaqueRV {
+		if _, ok := s.byKey[key]; !ok {
+			delete(s.opaqueRV, key)
 		}
 	}
 	s.synced = true
@@ -344,17 +393,18 @@ func (s *shardIndex) count(shard string) int {
 	return len(s.members[shard])
 }
 
+// object is the entry e of key as placement reads it; s.mu must be held.
 func (s *shardIndex) object(key string, e *entry) placement.Object {
 	ns, name, _ := strings.Cut(key, "/")
-	o := placement.Object{Kind: s.kind, Derived: s.derived, Namespace: ns, Name: name, ResourceVersion: e.rv,
-		Shard: e.shard, Labelled: e.labelled, AssignedShard: e.assigned,
+	o := placement.Object{Kind: s.kind, Derived: s.derived, Namespace: ns, Name: name, ResourceVersion: s.resourceVersion(key, e),
+		Shard: s.ids[e.shard], Labelled: e.labelled, AssignedShard: s.ids[e.assigned],
 		Weight: int(e.weight), Deleting: e.deleting, Grouped: s.grouped}
 	if e.labels != nil {
 		o.Labels = e.labels.set
 		o.Derived = o.Derived || (s.ownerLabel != "" && o.Labels[s.ownerLabel] != "")
 	}
 	if e.assignedAt != 0 {
-		o.AssignedAt = time.Unix(e.assignedAt, 0)
+		o.AssignedAt = time.Unix(int64(e.assignedAt), 0)
 	}
 	return o
 }

@@ -18,6 +18,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -51,6 +52,10 @@ type Tracker struct {
 	// after runs f once d has passed: time.AfterFunc, replaced in tests so
 	// that retries need no sleeping.
 	after func(d time.Duration, f func())
+	// restoreGC ends the start-up's garbage collector target (see
+	// lowerGC), once every kind has synced: gcRestored.
+	restoreGC  func()
+	gcRestored atomic.Bool
 }
 
 type kind struct {
@@ -94,8 +99,12 @@ const listPageSize = 500
 // New returns a Tracker for kinds; onChange is called whenever a count may
 // have changed or a kind appeared or went.
 func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []source.MappedKind, onChange func()) *Tracker {
-	t := &Tracker{client: client, discovery: disc, onChange: onChange,
+	t := &Tracker{client: client, discovery: disc, restoreGC: func() {},
 		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
+	t.onChange = func() {
+		t.endStartupGC()
+		onChange()
+	}
 	for _, k := range kinds {
 		t.kinds = append(t.kinds, &kind{spec: k})
 	}
@@ -105,6 +114,9 @@ func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []s
 // Start watches each kind's CRD (a metadata informer limited to the CRD's
 // name) and starts or stops the kind's own informer as the CRD comes and goes.
 func (t *Tracker) Start(ctx context.Context) error {
+	restore := lowerGC()
+	t.restoreGC = restore
+	t.after(startupGCLimit, restore)
 	for _, k := range t.kinds {
 		inf := metadatainformer.NewFilteredMetadataInformer(t.client, crdResource, metav1.NamespaceAll, 0, cache.Indexers{},
 			func(o *metav1.ListOptions) {

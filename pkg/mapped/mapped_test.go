@@ -75,8 +75,9 @@ func TestShardIndexSharesIDs(t *testing.T) {
 	require.NoError(t, s.Add(obj("a", "r1", string([]byte("shard-x")), false)))
 	require.NoError(t, s.Add(obj("a", "r2", string([]byte("shard-x")), false)))
 	a, b := s.byKey["a/r1"], s.byKey["a/r2"]
-	assert.Equal(t, a.shard, b.shard)
-	assert.Same(t, unsafeData(a.shard), unsafeData(b.shard), "objects of one shard share one copy of its ID")
+	assert.Equal(t, a.shard, b.shard, "objects of one shard refer to one copy of its ID")
+	assert.Equal(t, "shard-x", s.ids[a.shard])
+	assert.Len(t, s.ids, 2, "the table holds the ID once, beside the empty one")
 	assert.Same(t, a.labels, b.labels, "objects with the same labels share one set")
 }
 
@@ -106,7 +107,7 @@ func TestShardIndexPlacementFacts(t *testing.T) {
 	require.NoError(t, err)
 	require.IsType(t, &stripped{}, st)
 	assert.Equal(t, "a/placed", st.(*stripped).key)
-	assert.Equal(t, int32(7), st.(*stripped).e.weight)
+	assert.Equal(t, uint16(7), st.(*stripped).e.weight)
 
 	require.NoError(t, s.Replace([]any{st, pinned, bare, heavy}, "1"))
 	all := map[string]placement.Object{}
@@ -135,10 +136,44 @@ func TestShardIndexPlacementFacts(t *testing.T) {
 	bumped.ResourceVersion = "42"
 	require.NoError(t, s.Update(bumped))
 	assert.Equal(t, before, changes)
-	assert.Equal(t, "42", s.byKey["b/bare"].rv)
+	assert.Equal(t, uint64(42), s.byKey["b/bare"].rv)
+	assert.Equal(t, "42", s.resourceVersion("b/bare", s.byKey["b/bare"]))
 	require.NoError(t, s.Update(obj("b", "bare", "s3", false)))
 	assert.Equal(t, before+1, changes)
 	assert.Equal(t, 1, s.count("s3"))
+}
+
+func TestShardIndexKeepsOpaqueResourceVersions(t *testing.T) {
+	s := newShardIndex("gitrepos", label, false, func() {})
+	odd := obj("a", "odd", "s1", false)
+	odd.ResourceVersion = "v7-abc"
+	padded := obj("a", "padded", "s1", false)
+	padded.ResourceVersion = "007"
+	require.NoError(t, s.Add(odd))
+	require.NoError(t, s.Add(padded))
+	got := map[string]string{}
+	for _, o := range s.all(nil) {
+		got[o.Name] = o.ResourceVersion
+	}
+	assert.Equal(t, map[string]string{"odd": "v7-abc", "padded": "007"}, got, "a resourceVersion that is not a plain number comes back as it was")
+
+	odd.ResourceVersion = "12"
+	require.NoError(t, s.Update(odd))
+	assert.Equal(t, "12", s.resourceVersion("a/odd", s.byKey["a/odd"]))
+	assert.NotContains(t, s.opaqueRV, "a/odd", "a number replaces the opaque value")
+	require.NoError(t, s.Delete(padded))
+	assert.Empty(t, s.opaqueRV, "a deleted object's opaque value goes with it")
+
+	odd.ResourceVersion = "x"
+	require.NoError(t, s.Update(odd))
+	require.NoError(t, s.Replace([]any{obj("b", "other", "s1", false)}, "2"))
+	assert.Empty(t, s.opaqueRV, "a relist forgets the objects it does not list")
+}
+
+func TestShardIndexEntryIsSmall(t *testing.T) {
+	// A million entries must fit in the memory figure docs/performance.md
+	// states: the entry is one 32-byte allocation.
+	assert.Equal(t, uintptr(32), unsafe.Sizeof(entry{}))
 }
 
 func TestShardIndexForgetsLabelSets(t *testing.T) {
@@ -169,8 +204,6 @@ func TestShardIndexForgetsLabelSets(t *testing.T) {
 	assert.Len(t, s.sets, 1)
 	assert.Equal(t, 1, s.byKey["a/r1"].labels.refs)
 }
-
-func unsafeData(s string) *byte { return unsafe.StringData(s) }
 
 // brokenDiscovery fails every lookup, as when the aggregation layer or the
 // API server's discovery is unwell.

@@ -431,9 +431,13 @@ func (t *Tracker) sourceShard(kind, namespace, name string) (crossref.Shard, boo
 		}
 		index.mu.RLock()
 		e, had := index.byKey[namespace+"/"+name]
+		var shard crossref.Shard
+		if had {
+			shard = crossref.On(index.ids[e.shard], e.labelled)
+		}
 		index.mu.RUnlock()
 		if had {
-			return crossref.On(e.shard, e.labelled), true
+			return shard, true
 		}
 	}
 	return crossref.Shard{}, false

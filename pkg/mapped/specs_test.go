@@ -108,7 +108,7 @@ func TestSpecIndex(t *testing.T) {
 	}, "1"))
 	assert.Equal(t, 1, changes)
 	assert.Equal(t, 3, s.count("s1"), "the metadata index counts as it does from the metadata watch")
-	assert.Equal(t, int32(3), s.byKey["apps/ok"].weight)
+	assert.Equal(t, uint16(3), s.byKey["apps/ok"].weight)
 
 	got := map[string]crossref.Object{}
 	for _, o := range s.objects(nil) {

@@ -24,8 +24,9 @@ func (c *Controller) announceLater(eventType, reason, format string, args ...any
 // a burst of writes, like the status that follows them, then go to the API
 // server after it has sent out the burst's watch events, which the shards'
 // controllers and kube-controller-manager are waiting for, not in the middle
-// of them. They then also tell what the caches confirm.
-func (c *Controller) announceSeen(cm *corev1.ConfigMap) {
+// of them. They then also tell what the caches confirm. It returns how many
+// it emitted.
+func (c *Controller) announceSeen(cm *corev1.ConfigMap) int {
 	c.mu.Lock()
 	held := c.announce
 	c.announce = nil
@@ -33,4 +34,5 @@ func (c *Controller) announceSeen(cm *corev1.ConfigMap) {
 	for _, a := range held {
 		c.recorder.Event(cm, a.eventType, a.reason, a.message)
 	}
+	return len(held)
 }

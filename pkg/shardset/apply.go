@@ -26,8 +26,10 @@ import (
 // caches show the writes. It returns, besides every error, the first error
 // of each shard whose writes fail for another reason than a stale cache,
 // for its status (see plan.StatusAfter).
-func (c *Controller) apply(p plan.Plan) (failing map[string]error, err error) {
-	existed, errs := c.writeAll(p.Actions)
+func (c *Controller) apply(p plan.Plan, tl *timeline) (failing map[string]error, err error) {
+	var times writeTimes
+	existed, errs := c.writeAll(p.Actions, &times)
+	times.mark(tl)
 	failed := map[string]bool{}
 	failing = map[string]error{}
 	created := map[string][]string{}
@@ -71,8 +73,9 @@ func (c *Controller) apply(p plan.Plan) (failing map[string]error, err error) {
 }
 
 // writeAll performs the actions, at most WriteParallelism at once, and
-// returns each one's outcome (see write) by its index.
-func (c *Controller) writeAll(actions []plan.Action) (existed []bool, errs []error) {
+// returns each one's outcome (see write) by its index; times records when
+// the first was sent and the last answered.
+func (c *Controller) writeAll(actions []plan.Action, times *writeTimes) (existed []bool, errs []error) {
 	errs = make([]error, len(actions))
 	existed = make([]bool, len(actions))
 	var g errgroup.Group
@@ -85,7 +88,9 @@ func (c *Controller) writeAll(actions []plan.Action) (existed []bool, errs []err
 		// Each action's error is kept in errs, never returned to the group:
 		// one failed write must not stop or skip the others.
 		g.Go(func() error {
+			times.sent()
 			existed[i], errs[i] = c.write(a)
+			times.answered()
 			return nil
 		})
 	}

@@ -379,7 +379,7 @@ func (e *env) restart(opts Options) *Controller {
 // applyAnnounced applies p and emits its Events on cm, as a reconcile does
 // once its caches show the writes.
 func (e *env) applyAnnounced(cm *corev1.ConfigMap, p plan.Plan) error {
-	_, err := e.c.apply(p)
+	_, err := e.c.apply(p, nil)
 	e.c.announceSeen(cm)
 	return err
 }

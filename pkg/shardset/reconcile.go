@@ -29,8 +29,11 @@ func (c *Controller) onConfigMap(key string, cm *corev1.ConfigMap) (*corev1.Conf
 		return cm, nil
 	}
 	start := time.Now()
-	out, again, err := c.reconcile(key, cm)
+	tl := startTimeline()
+	out, again, err := c.reconcile(key, cm, tl)
 	metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
+	tl.mark("done")
+	tl.log(logrus.WithFields(logrus.Fields{"configmap": key, "resourceVersion": resourceVersion(cm)}))
 	if err != nil {
 		metrics.ReconcileErrors.Inc()
 	} else {
@@ -43,7 +46,7 @@ func (c *Controller) onConfigMap(key string, cm *corev1.ConfigMap) (*corev1.Conf
 
 // reconcile brings the shard set in step with cm, and returns when it must
 // run again although nothing changes: the soonest of what its steps need.
-func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.ConfigMap, requeue, error) {
+func (c *Controller) reconcile(key string, cm *corev1.ConfigMap, tl *timeline) (*corev1.ConfigMap, requeue, error) {
 	log := logrus.WithField("configmap", key)
 	if cm == nil {
 		if c.opts.Mover != nil {
@@ -59,29 +62,44 @@ func (c *Controller) reconcile(key string, cm *corev1.ConfigMap) (*corev1.Config
 		return cm, requeue{}, nil
 	}
 	cfg, err := c.parse(cm)
+	tl.mark("parsed")
 	if err != nil {
 		return c.reject(cm, err, log)
 	}
 	if again := c.cachesBehind(cm); again.wanted() {
+		tl.mark("writes-unseen")
 		return cm, again, nil
 	}
-	c.announceSeen(cm)
+	if c.announceSeen(cm) > 0 {
+		tl.mark("events")
+	}
 	in, err := c.input(cfg)
 	if err != nil {
 		return cm, requeue{}, err
 	}
 	p, err := plan.Decide(in)
+	tl.mark("decided")
 	if err != nil {
 		c.renders.Sweep()
 		return c.reject(cm, err, log)
 	}
 	p, confirmed, err := c.confirmRemovals(in, p)
+	tl.mark("confirmed")
 	c.renders.Sweep()
 	if err != nil {
 		return cm, confirmed, err
 	}
-	again, err := c.carryOut(cm, cfg, in, p, log)
+	again, err := c.carryOut(cm, cfg, in, p, log, tl)
 	return cm, soonest(confirmed, again), err
+}
+
+// resourceVersion is cm's, or "" for none: it names the version of the
+// ConfigMap a timeline is of.
+func resourceVersion(cm *corev1.ConfigMap) string {
+	if cm == nil {
+		return ""
+	}
+	return cm.ResourceVersion
 }
 
 // parse reads the shard ConfigMap's configuration, refusing a placement
@@ -106,17 +124,18 @@ func (c *Controller) reject(cm *corev1.ConfigMap, err error, log *logrus.Entry) 
 
 // carryOut makes the plan's writes, hands placement its part of the
 // decision, and reports the status once the caches show what it says.
-func (c *Controller) carryOut(cm *corev1.ConfigMap, cfg shardconfig.Config, in plan.Input, p plan.Plan, log *logrus.Entry) (requeue, error) {
+func (c *Controller) carryOut(cm *corev1.ConfigMap, cfg shardconfig.Config, in plan.Input, p plan.Plan, log *logrus.Entry, tl *timeline) (requeue, error) {
 	c.setAvailability(p.Availability)
 	// A shard counts as down, or as back, once a time runs out: no event
 	// of the cluster marks that moment.
 	again := requeue{after: p.RecheckAfter, reason: reasonFailoverClock}
 
 	metrics.ConfigAccepted.Set(1)
-	failing, applyErr := c.apply(p)
+	failing, applyErr := c.apply(p, tl)
 	if c.opts.Mover != nil {
 		c.opts.Mover.Set(placement.State{ConfigMap: cm, Placement: cfg.Placement, Targets: p.Targets, Draining: p.Draining,
 			FailingOver: p.FailingOver, FailingKinds: p.FailingKinds, Shards: p.ShardIDs(), Served: plan.UnlabelledServed(in.Sources)})
+		tl.mark("placement")
 	}
 
 	if applyErr == nil && p.ForceChanged {
@@ -135,6 +154,7 @@ func (c *Controller) carryOut(cm *corev1.ConfigMap, cfg shardconfig.Config, in p
 		p.Shards = p.StatusAfter(failing)
 		recordGauges(p)
 		paced, err := c.report(cm, status.Status{Shards: p.Shards, Warnings: c.withCrossShard(warnings(p))})
+		tl.mark("reported")
 		if err != nil {
 			applyErr = errors.Join(applyErr, err)
 		}
