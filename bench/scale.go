@@ -389,10 +389,29 @@ func (b *bench) steadyReference(ctx context.Context, p *proc, synced time.Time, 
 	return nil
 }
 
-// steadyDaemon waits until the daemon has completed a garbage collection
-// since gc0 (an idle Go process collects at least every two minutes) and
-// its RSS has stopped moving, and records its memory then.
+// steadyAfter is how long after counting every object the steady memory
+// is read at the earliest: past the daemon's start-up garbage collector
+// target (pkg/mapped, restored once every kind has synced) and past the
+// collection that an idle Go process forces every two minutes, so that
+// every run reads the same state, not wherever its collection cycle is.
+const steadyAfter = 2*time.Minute + 10*time.Second
+
+// steadyDaemon waits until steadyAfter has passed since counted and the
+// daemon has completed a garbage collection since then (an idle Go process
+// collects at least every two minutes), and its RSS has stopped moving,
+// and records its memory then.
 func (b *bench) steadyDaemon(ctx context.Context, d *daemon, counted time.Time, gc0 float64, lv *level) error {
+	if wait := time.Until(counted.Add(steadyAfter)); wait > 0 {
+		b.logf("objects %d: waiting %s for the steady memory", lv.Objects, wait.Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		if m, err := scrape(ctx, d.metrics); err == nil {
+			gc0 = m.sum("go_gc_duration_seconds_count", nil)
+		}
+	}
 	if err := poll(ctx, 4*time.Minute, "a garbage collection in shardkeeper", func() error {
 		if gc0 == 0 {
 			return nil

@@ -57,7 +57,8 @@ func main() {
 var kinds = []schema.GroupVersionResource{testfixture.GitRepos, testfixture.HelmReleases, testfixture.Bundles, testfixture.BundleDeployments}
 
 // listAll lists the kinds' metadata in pages of pageSize, in parallel, as
-// the daemon's metadata client would (protobuf), and prints the count.
+// the daemon's metadata client would (protobuf, uncompressed), and prints
+// the count.
 func listAll(kubeconfig string, pageSize int64) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -67,6 +68,7 @@ func listAll(kubeconfig string, pageSize int64) error {
 	}
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit: the bare LIST
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.DisableCompression = true // as the daemon's client (--kube-api-compression=false)
 	client, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return err

@@ -70,6 +70,13 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 	// (custom resources) speaks JSON whatever this says.
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	// From 1.37 the API server gzips an informer's watch, which streams the
+	// initial list (WatchListCompression), one gzip member per event for as
+	// long as the watch lasts: each watch event of a burst then costs a
+	// compression in the API server and a decompressor set-up here, for a
+	// few hundred bytes on a link that is rarely what holds an in-cluster
+	// controller back.
+	cfg.DisableCompression = !o.compression
 	cfg.UserAgent = "shardkeeper/" + version.Version
 	cfg.Wrap(metrics.CountWrites)
 	d := &Daemon{opts: o, cfg: cfg, factories: map[string]controller.SharedControllerFactory{}}

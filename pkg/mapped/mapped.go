@@ -114,9 +114,8 @@ func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []s
 // Start watches each kind's CRD (a metadata informer limited to the CRD's
 // name) and starts or stops the kind's own informer as the CRD comes and goes.
 func (t *Tracker) Start(ctx context.Context) error {
-	restore := lowerGC()
-	t.restoreGC = restore
-	t.after(startupGCLimit, restore)
+	t.restoreGC = lowerGC()
+	t.after(startupGCLimit, t.stopStartupGC)
 	for _, k := range t.kinds {
 		inf := metadatainformer.NewFilteredMetadataInformer(t.client, crdResource, metav1.NamespaceAll, 0, cache.Indexers{},
 			func(o *metav1.ListOptions) {

@@ -41,6 +41,12 @@ func (t *Tracker) endStartupGC() {
 	if t.gcRestored.Load() || !t.Synced() {
 		return
 	}
+	t.stopStartupGC()
+}
+
+// stopStartupGC sets the collector's target back, at once, and marks it
+// done, so that no later change asks whether every kind has synced.
+func (t *Tracker) stopStartupGC() {
 	if t.gcRestored.CompareAndSwap(false, true) {
 		t.restoreGC()
 	}

@@ -29,3 +29,19 @@ func TestLowerGCDuringStartup(t *testing.T) {
 	lowerGC()
 	assert.Equal(t, -1, debug.SetGCPercent(-1), "GOGC=off is left as it is")
 }
+
+// The time limit ends the lower target for good: a kind that never syncs
+// must not leave every later change asking whether all kinds have synced.
+func TestStartupGCTimeLimitEndsIt(t *testing.T) {
+	restores := 0
+	tr := &Tracker{restoreGC: func() { restores++ }, kinds: []*kind{{pending: true}}}
+	tr.endStartupGC()
+	assert.Zero(t, restores, "an unsynced kind keeps the start-up target")
+
+	tr.stopStartupGC() // what the timer calls
+	assert.Equal(t, 1, restores)
+	assert.True(t, tr.gcRestored.Load(), "the limit marks the start-up as over")
+	tr.endStartupGC()
+	tr.stopStartupGC()
+	assert.Equal(t, 1, restores, "the target is set back once")
+}

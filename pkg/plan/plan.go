@@ -830,6 +830,19 @@ func FormatCounts(counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// StatusRead is all that decisions read of a Deployment's status: whether
+// it has rolled out its spec (ready) and whether it has no available
+// replica (failover, and whether the main controllers serve unlabelled
+// objects). A status update that changes neither changes no decision.
+type StatusRead struct {
+	RolledOut, Unavailable bool
+}
+
+// ReadStatus returns what decisions read of d's status.
+func ReadStatus(d *appsv1.Deployment) StatusRead {
+	return StatusRead{RolledOut: ready(d), Unavailable: d.Status.AvailableReplicas == 0}
+}
+
 // ready reports whether a Deployment has rolled out its current spec, as
 // kubectl rollout status decides it: every replica is updated and
 // available, and no old replica is left (they may still run the previous

@@ -106,6 +106,23 @@ func (c *Cache) UpToDate(rendered, existing *appsv1.Deployment) bool {
 	return equal
 }
 
+// Wrote records that written, the API server's answer to a create or an
+// update of rendered, is up to date with it: written is what this process
+// wrote, at the generation it holds until someone changes its spec. The
+// decision that confirms a burst of writes then compares none of the
+// Deployments it made. It also keeps the daemon from fighting a mutating
+// admission webhook that changes a field the render sets: the answer
+// already carries the change, and a rewrite would only bring it again.
+func (c *Cache) Wrote(rendered, written *appsv1.Deployment) {
+	if c == nil || written == nil || written.UID == "" {
+		return
+	}
+	key := compareKey{uid: written.UID, generation: written.Generation, hash: rendered.Annotations[SpecHashAnnotation]}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.upToDate[key] = &entry[bool]{v: true, used: true}
+}
+
 // Sweep forgets what was not used since the Sweep before. Called after each
 // decision, it keeps what the current sources, shards and Deployments need,
 // as each decision renders every listed shard.

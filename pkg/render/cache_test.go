@@ -105,3 +105,36 @@ func TestCacheSweep(t *testing.T) {
 	c.Sweep()
 	assert.Equal(t, 0, c.size())
 }
+
+// What this process wrote is up to date at the generation the API server
+// answered with, even where an admission webhook changed a rendered field:
+// rewriting it would only bring the change back.
+func TestCacheWroteIsUpToDate(t *testing.T) {
+	src, live, c := cached(t, "gitjob")
+	rendered, err := c.Render(src, live, shardconfig.Shard{ID: "a"})
+	require.NoError(t, err)
+	written := rendered.DeepCopy()
+	written.UID, written.Generation = "uid-a", 1
+	written.Spec.Template.Spec.Containers[0].Image = "mirror.example/rancher/fleet:x"
+	require.False(t, deploymentUpToDate(rendered, written), "the answer differs from the render")
+
+	c.Wrote(rendered, written)
+	assert.True(t, c.UpToDate(rendered, written))
+
+	// A change by hand comes with a new generation, compared again.
+	edited := written.DeepCopy()
+	edited.Generation = 2
+	assert.False(t, c.UpToDate(rendered, edited))
+	// So does another render (a new hash).
+	other := rendered.DeepCopy()
+	other.Annotations[SpecHashAnnotation] = "other"
+	written.Annotations[SpecHashAnnotation] = "other"
+	assert.False(t, c.UpToDate(other, written))
+
+	var none *Cache
+	none.Wrote(rendered, written) // a nil Cache remembers nothing
+	fresh := NewCache()
+	fresh.Wrote(rendered, &appsv1.Deployment{}) // an answer without a UID is no object
+	fresh.Wrote(rendered, nil)
+	assert.Zero(t, fresh.size())
+}

@@ -171,7 +171,8 @@ func (c *Controller) writeService(a plan.Action) (bool, error) {
 	if a.Kind == plan.Update {
 		svc = render.UpdatedService(svc, a.ExistingService)
 	}
-	return writeObject(c.services, c.writes, kindService, a.Kind, svc)
+	existed, _, err := writeObject(c.services, c.writes, kindService, a.Kind, svc)
+	return existed, err
 }
 
 func (c *Controller) writeDeployment(a plan.Action) (bool, error) {
@@ -184,43 +185,47 @@ func (c *Controller) writeDeployment(a plan.Action) (bool, error) {
 		// the rendered one missing and creates it.
 		d, kind = a.Existing, plan.Delete
 	}
-	return writeObject(c.deployments, c.writes, kindDeployment, kind, d)
+	existed, written, err := writeObject(c.deployments, c.writes, kindDeployment, kind, d)
+	if err == nil && !existed && (kind == plan.Create || kind == plan.Update) {
+		c.renders.Wrote(a.Deployment, written)
+	}
+	return existed, err
 }
 
 // writeObject creates, updates or deletes obj through the client of its
 // namespace, and records the write in writes until the cache shows it;
-// what is its kind. It reports a create that found obj already there.
-func writeObject[T metav1.Object](byNS map[string]access[T], writes *expect.Writes, what string, kind plan.ActionKind, obj T) (bool, error) {
+// what is its kind. It reports a create that found obj already there, and
+// returns the API server's answer to a create or an update.
+func writeObject[T metav1.Object](byNS map[string]access[T], writes *expect.Writes, what string, kind plan.ActionKind, obj T) (existed bool, written T, err error) {
 	a, ok := byNS[obj.GetNamespace()]
 	if !ok {
-		return false, fmt.Errorf("no %s client for namespace %s", what, obj.GetNamespace())
+		return false, written, fmt.Errorf("no %s client for namespace %s", what, obj.GetNamespace())
 	}
 	key := writeKey(what, obj.GetNamespace(), obj.GetName())
 	switch kind {
 	case plan.Create:
-		out, err := a.client.Create(obj)
+		written, err = a.client.Create(obj)
 		if apierrors.IsAlreadyExists(err) {
 			// Not this process's (its own creates are expected): its
 			// watch event brings the next reconcile.
-			return true, nil
+			return true, written, nil
 		}
 		if err != nil {
-			return false, err
+			return false, written, err
 		}
-		writes.Created(key, out.GetResourceVersion())
+		writes.Created(key, written.GetResourceVersion())
 	case plan.Update:
-		out, err := a.client.Update(obj)
-		if err != nil {
-			return false, err
+		if written, err = a.client.Update(obj); err != nil {
+			return false, written, err
 		}
-		writes.Updated(key, out.GetResourceVersion())
+		writes.Updated(key, written.GetResourceVersion())
 	case plan.Delete:
 		if err := ignoreNotFound(a.client.Delete(obj.GetNamespace(), obj.GetName(), preconditions(obj))); err != nil {
-			return false, err
+			return false, written, err
 		}
 		writes.Deleted(key, obj.GetUID())
 	default:
-		return false, fmt.Errorf("unknown %s action %q", what, kind)
+		return false, written, fmt.Errorf("unknown %s action %q", what, kind)
 	}
-	return false, nil
+	return false, written, nil
 }

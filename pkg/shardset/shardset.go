@@ -124,6 +124,9 @@ type Controller struct {
 	announce []announcement
 	// renders are the decisions' renders, remembered between them.
 	renders *render.Cache
+	// sigs are the relevant Deployments as decisions read them, so that
+	// a change they do not read brings no reconcile.
+	sigs deploymentSigs
 
 	// started: the controllers run, so enqueued keys are processed.
 	started atomic.Bool
@@ -197,11 +200,12 @@ func (c *Controller) enqueue() {
 }
 
 // onDeployment enqueues the shard set when a source or a possible shard
-// Deployment changes (a deleted one arrives as nil, with its key); the other
-// Deployments of the namespace are ignored.
+// Deployment changes in what decisions read of it (a deleted one arrives
+// as nil, with its key); the other Deployments of the namespace, and the
+// status updates that change nothing read, are ignored.
 func (c *Controller) onDeployment(key string, d *appsv1.Deployment) (*appsv1.Deployment, error) {
 	ns, name, _ := strings.Cut(key, "/")
-	if (d != nil && render.IsManaged(d)) || c.relevant(ns, name) {
+	if ((d != nil && render.IsManaged(d)) || c.relevant(ns, name)) && c.sigs.changed(key, d) {
 		c.enqueue()
 	}
 	return d, nil

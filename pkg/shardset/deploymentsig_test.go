@@ -1,0 +1,87 @@
+package shardset
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
+)
+
+// A new shard Deployment's life as kube-controller-manager writes it: only
+// the versions that change what a decision reads bring a reconcile.
+func TestDeploymentStatusUpdatesThatChangeNothingReadBringNoReconcile(t *testing.T) {
+	e := fleetEnv(t)
+	enqueues := func() int {
+		e.configMaps.mu.Lock()
+		defer e.configMaps.mu.Unlock()
+		n := len(e.configMaps.enqueues)
+		e.configMaps.enqueues = nil
+		return n
+	}
+	d := shardDeployment(testNS, "fleet-controller", "a")
+	d.UID, d.Generation, d.ResourceVersion = "uid-1", 1, "10"
+	key := testNS + "/" + d.Name
+	next := func(change func(*appsv1.Deployment)) {
+		// A new object each time, as an informer hands out.
+		d = d.DeepCopy()
+		change(d)
+		_, err := e.c.onDeployment(key, d)
+		require.NoError(t, err)
+	}
+
+	next(func(*appsv1.Deployment) {})
+	assert.Equal(t, 1, enqueues(), "created")
+
+	next(func(d *appsv1.Deployment) {
+		d.ResourceVersion = "11"
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1}
+		d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: "True", Reason: "NewReplicaSetCreated"}}
+	})
+	assert.Zero(t, enqueues(), "observed, replica not yet available: neither rolled out nor available")
+
+	next(func(d *appsv1.Deployment) {
+		d.ResourceVersion = "12"
+		d.Status.Conditions[0].Reason = "ReplicaSetUpdated"
+		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	})
+	assert.Zero(t, enqueues(), "a condition's reason and the managed fields are not read")
+
+	next(func(d *appsv1.Deployment) {
+		d.ResourceVersion = "13"
+		d.Status.AvailableReplicas, d.Status.ReadyReplicas, d.Status.UnavailableReplicas = 1, 1, 0
+	})
+	assert.Equal(t, 1, enqueues(), "available and rolled out")
+
+	for what, change := range map[string]func(*appsv1.Deployment){
+		"spec (generation)": func(d *appsv1.Deployment) { d.Generation++ },
+		"label":             func(d *appsv1.Deployment) { d.Labels["team"] = "x" },
+		"annotation":        func(d *appsv1.Deployment) { d.Annotations["note"] = "x" },
+		"deletion":          func(d *appsv1.Deployment) { d.DeletionTimestamp = &metav1.Time{} },
+		"new object":        func(d *appsv1.Deployment) { d.UID = "uid-2" },
+		"unavailable":       func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 0 },
+	} {
+		next(func(d *appsv1.Deployment) {
+			d.Labels, d.Annotations = maps.Clone(d.Labels), maps.Clone(d.Annotations)
+			change(d)
+		})
+		assert.Equal(t, 1, enqueues(), "a change of the %s", what)
+	}
+
+	_, err := e.c.onDeployment(key, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, enqueues(), "deleted")
+	next(func(*appsv1.Deployment) {})
+	assert.Equal(t, 1, enqueues(), "created again after its deletion")
+
+	// Deployments that are neither a source nor a shard copy never count.
+	other := testfixture.FleetController(testNS)
+	other.Name = "something-else"
+	_, err = e.c.onDeployment(testNS+"/"+other.Name, other)
+	require.NoError(t, err)
+	assert.Zero(t, enqueues())
+}
