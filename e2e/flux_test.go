@@ -104,6 +104,11 @@ func TestRealFluxControllers(t *testing.T) {
 		fs.gitSync(nsMain, "on-main", "", "source-controller", "kustomize-controller")
 	})
 
+	t.Run("a shard's Deployment and Service deleted by hand come back", func(t *testing.T) {
+		fs.t = t
+		fs.deleteAndWaitRestored("b")
+	})
+
 	t.Run("a forced removal strands the shard's objects", func(t *testing.T) {
 		fs.t = t
 		fs.removeShardByForce(nsA, "ks-on-a")
@@ -134,6 +139,31 @@ func (fs *fluxScenario) gitSync(ns, suffix, shard, source, kustomize string) {
 	fs.waitReady(fluxKustomizations, ns, ks)
 	fs.assertArtifactFrom(fluxGitRepositories, ns, repo, source)
 	fs.assertOnlyLoggedBy(ns, source, kustomize)
+}
+
+// deleteAndWaitRestored deletes shard's copy of kustomize-controller and of
+// source-controller's Service, which Flux names "<controller>-<shard>",
+// and waits for the daemon to put both back and say so.
+func (fs *fluxScenario) deleteAndWaitRestored(shard string) {
+	fs.t.Helper()
+	deployment, service := "kustomize-controller-"+shard, "source-controller-"+shard
+	old, err := kube.AppsV1().Deployments(fs.fluxNS).Get(fs.ctx, deployment, metav1.GetOptions{})
+	require.NoError(fs.t, err)
+	require.NoError(fs.t, kube.AppsV1().Deployments(fs.fluxNS).Delete(fs.ctx, deployment, metav1.DeleteOptions{}))
+	require.NoError(fs.t, kube.CoreV1().Services(fs.fluxNS).Delete(fs.ctx, service, metav1.DeleteOptions{}))
+	fs.waitEvent(status.ReasonShardRestored, deployment+" of shard "+shard+" was missing")
+	fs.waitEvent(status.ReasonShardRestored, "Service "+fs.fluxNS+"/"+service)
+	eventually(fs.t, time.Minute, "both back", func() error {
+		d, err := kube.AppsV1().Deployments(fs.fluxNS).Get(fs.ctx, deployment, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.UID == old.UID {
+			return fmt.Errorf("%s not deleted yet", deployment)
+		}
+		_, err = kube.CoreV1().Services(fs.fluxNS).Get(fs.ctx, service, metav1.GetOptions{})
+		return err
+	})
 }
 
 // newFluxScenario is a scenario whose Flux namespace runs the real Flux

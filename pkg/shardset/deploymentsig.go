@@ -45,16 +45,12 @@ type deploymentSigs struct {
 	seen map[string]deploymentSig
 }
 
-// changed records d (nil: deleted) under key and reports whether a
-// decision could differ from the one made on what was seen before.
+// changed records d under key and reports whether a decision could differ
+// from the one made on what was seen before.
 func (s *deploymentSigs) changed(key string, d *appsv1.Deployment) bool {
+	sig := sigOf(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d == nil {
-		delete(s.seen, key)
-		return true
-	}
-	sig := sigOf(d)
 	if prev, ok := s.seen[key]; ok && prev.equal(sig) {
 		return false
 	}
@@ -63,4 +59,14 @@ func (s *deploymentSigs) changed(key string, d *appsv1.Deployment) bool {
 	}
 	s.seen[key] = sig
 	return true
+}
+
+// forget drops what was seen under key, the Deployment deleted, and
+// reports whether anything was.
+func (s *deploymentSigs) forget(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.seen[key]
+	delete(s.seen, key)
+	return ok
 }

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
@@ -84,4 +85,49 @@ func TestDeploymentStatusUpdatesThatChangeNothingReadBringNoReconcile(t *testing
 	_, err = e.c.onDeployment(testNS+"/"+other.Name, other)
 	require.NoError(t, err)
 	assert.Zero(t, enqueues())
+}
+
+// A deletion arrives with its key only: it counts for a managed copy seen
+// under any name, and for any name a source's copies (current or of an
+// earlier release) can have, seen or not: the process may have started
+// after the copy was last changed.
+func TestDeletedCopiesBringAReconcile(t *testing.T) {
+	enqueues := func(e *env) int {
+		e.configMaps.mu.Lock()
+		defer e.configMaps.mu.Unlock()
+		n := len(e.configMaps.enqueues)
+		e.configMaps.enqueues = nil
+		return n
+	}
+
+	fleet := fleetEnv(t)
+	odd := shardDeployment(testNS, "fleet-controller", "a")
+	odd.Name = "renamed-by-hand"
+	_, err := fleet.c.onDeployment(testNS+"/"+odd.Name, odd)
+	require.NoError(t, err)
+	assert.Equal(t, 1, enqueues(fleet), "a managed Deployment counts under any name")
+	_, err = fleet.c.onDeployment(testNS+"/"+odd.Name, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, enqueues(fleet), "its deletion too, though its name is no copy's")
+	_, err = fleet.c.onDeployment(testNS+"/"+odd.Name, nil)
+	require.NoError(t, err)
+	assert.Zero(t, enqueues(fleet), "once forgotten, the name is nobody's")
+	_, err = fleet.c.onDeployment(testNS+"/something-else", nil)
+	require.NoError(t, err)
+	assert.Zero(t, enqueues(fleet), "a deleted Deployment never seen, under no copy's name")
+
+	set, err := source.Build(source.Options{Presets: []string{"flux"}, FluxNamespace: testNS})
+	require.NoError(t, err)
+	flux := newEnv(t, Options{Sources: set.Sources}, nil, nil)
+	for _, name := range []string{"helm-controller-a", "kustomize-controller-a", "helm-controller-shard-a"} {
+		_, err := flux.c.onDeployment(testNS+"/"+name, nil)
+		require.NoError(t, err)
+		assert.Equal(t, 1, enqueues(flux), "%s deleted, never seen by this process", name)
+	}
+	_, err = flux.c.onService(testNS+"/source-controller-a", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, enqueues(flux), "the copy of source-controller's Service deleted")
+	_, err = flux.c.onService(testNS+"/webhook-receiver", nil)
+	require.NoError(t, err)
+	assert.Zero(t, enqueues(flux), "a Service of no source")
 }

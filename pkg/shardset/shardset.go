@@ -200,20 +200,35 @@ func (c *Controller) enqueue() {
 }
 
 // onDeployment enqueues the shard set when a source or a possible shard
-// Deployment changes in what decisions read of it (a deleted one arrives
-// as nil, with its key); the other Deployments of the namespace, and the
-// status updates that change nothing read, are ignored.
+// Deployment changes in what decisions read of it; the other Deployments
+// of the namespace, and the status updates that change nothing read, are
+// ignored. A deleted one arrives as nil, with its key only: it counts if
+// it was seen (a managed copy under a name no source's prefix matches,
+// such as a legacy one) or if its name is relevant.
 func (c *Controller) onDeployment(key string, d *appsv1.Deployment) (*appsv1.Deployment, error) {
 	ns, name, _ := strings.Cut(key, "/")
-	if ((d != nil && render.IsManaged(d)) || c.relevant(ns, name)) && c.sigs.changed(key, d) {
+	if d == nil {
+		if c.sigs.forget(key) || c.relevant(ns, name) {
+			c.enqueue()
+		}
+		return d, nil
+	}
+	if (render.IsManaged(d) || c.relevant(ns, name)) && c.sigs.changed(key, d) {
 		c.enqueue()
 	}
 	return d, nil
 }
 
+// relevant reports whether a Deployment so named is a source or could be
+// one's copy: the source's name, or its copies' prefix (Fleet's
+// "-shard-", Flux's "-"), or the prefix of an earlier release's names.
 func (c *Controller) relevant(namespace, name string) bool {
 	for _, s := range c.opts.Sources {
-		if namespace == s.Namespace && (name == s.Name || strings.HasPrefix(name, s.Name+"-shard-")) {
+		if namespace != s.Namespace {
+			continue
+		}
+		legacy := s.LegacyCloneName("")
+		if name == s.Name || strings.HasPrefix(name, s.CloneName("")) || (legacy != "" && strings.HasPrefix(name, legacy)) {
 			return true
 		}
 	}
@@ -225,7 +240,7 @@ func (c *Controller) relevant(namespace, name string) bool {
 func (c *Controller) onService(key string, svc *corev1.Service) (*corev1.Service, error) {
 	ns, name, _ := strings.Cut(key, "/")
 	for _, s := range c.opts.Sources {
-		if s.MetricsService != "" && ns == s.Namespace && (name == s.MetricsService || strings.HasPrefix(name, s.MetricsService+"-shard-")) {
+		if s.MetricsService != "" && ns == s.Namespace && (name == s.MetricsService || strings.HasPrefix(name, s.ServiceCloneName(""))) {
 			c.enqueue()
 			break
 		}
