@@ -220,7 +220,7 @@ func writeObject[T metav1.Object](byNS map[string]access[T], writes *expect.Writ
 		}
 		writes.Updated(key, written.GetResourceVersion())
 	case plan.Delete:
-		if err := ignoreNotFound(a.client.Delete(obj.GetNamespace(), obj.GetName(), preconditions(obj))); err != nil {
+		if err := deleteStillOurs(a, obj); err != nil {
 			return false, written, err
 		}
 		writes.Deleted(key, obj.GetUID())
@@ -228,4 +228,40 @@ func writeObject[T metav1.Object](byNS map[string]access[T], writes *expect.Writ
 		return false, written, fmt.Errorf("unknown %s action %q", what, kind)
 	}
 	return false, written, nil
+}
+
+// deleteAttempts bounds the deletes of one object whose resourceVersion
+// moves on while it is being deleted.
+const deleteAttempts = 3
+
+// deleteStillOurs deletes obj with the UID and resourceVersion that the
+// decision saw as preconditions. When the resourceVersion has moved on, it
+// reads the object from the API server and deletes it again, on what it
+// read, if it is still the same object, still managed, and labelled as the
+// decision saw it. kube-controller-manager updates a Deployment's status,
+// and sets its revision annotation, for seconds after its creation: a
+// shard removed in that time would otherwise fail its deletes, and be
+// decided again after a backoff, for a change that decides nothing. A
+// change of its labels may make it another shard's or nobody's: that
+// conflict is returned, and the next decision reads the object again.
+func deleteStillOurs[T metav1.Object](a access[T], obj T) error {
+	ns, name := obj.GetNamespace(), obj.GetName()
+	var seen metav1.Object = obj
+	for attempt := 1; ; attempt++ {
+		err := a.client.Delete(ns, name, preconditions(seen))
+		if !apierrors.IsConflict(err) || attempt == deleteAttempts || a.live == nil {
+			return ignoreNotFound(err)
+		}
+		live, getErr := a.live.Get(ns, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(getErr) {
+			return nil
+		}
+		if getErr != nil {
+			return fmt.Errorf("%w; reading it again: %w", err, getErr)
+		}
+		if live.GetUID() != obj.GetUID() || !render.IsManaged(live) || !maps.Equal(live.GetLabels(), obj.GetLabels()) {
+			return err
+		}
+		seen = live
+	}
 }

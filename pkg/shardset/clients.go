@@ -51,6 +51,11 @@ type objectWriter[T any] interface {
 	Delete(namespace, name string, options *metav1.DeleteOptions) error
 }
 
+// objectGetter reads one shard object from the API server, not the cache.
+type objectGetter[T any] interface {
+	Get(namespace, name string, options metav1.GetOptions) (T, error)
+}
+
 // objectLister lists and reads the cached objects of one type in a
 // namespace.
 type objectLister[T any] interface {
@@ -59,10 +64,13 @@ type objectLister[T any] interface {
 }
 
 // access is how the controller reaches the objects of one type in one
-// source namespace: the cache it reads and the client it writes with.
+// source namespace: the cache it reads, the client it writes with, and
+// the API server's own copy, read before a delete is sent again (nil for
+// the Services, which nobody else writes).
 type access[T any] struct {
 	cache  objectLister[T]
 	client objectWriter[T]
+	live   objectGetter[T]
 }
 
 type (
@@ -75,6 +83,7 @@ var (
 	_ shardConfigMap                   = corecontrollers.ConfigMapController(nil)
 	_ statusStore                      = corecontrollers.ConfigMapClient(nil)
 	_ objectWriter[*appsv1.Deployment] = appscontrollers.DeploymentClient(nil)
+	_ objectGetter[*appsv1.Deployment] = appscontrollers.DeploymentClient(nil)
 	_ objectLister[*appsv1.Deployment] = appscontrollers.DeploymentCache(nil)
 	_ objectWriter[*corev1.Service]    = corecontrollers.ServiceClient(nil)
 	_ objectLister[*corev1.Service]    = corecontrollers.ServiceCache(nil)

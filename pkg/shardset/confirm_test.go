@@ -3,11 +3,14 @@ package shardset
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -165,4 +168,34 @@ func TestShutdownEndsTheReadBeforeARemoval(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Less(t, time.Since(start), time.Second, "shutdown does not wait for the API server")
 	assert.Empty(t, e.deployments.requests())
+}
+
+// kube-controller-manager writes a new Deployment's status for seconds:
+// a removal in that time finds the resourceVersion moved on, and deletes
+// again on the API server's copy, as long as that is still the same
+// managed object, labelled as the decision saw it.
+func TestRemovalDeletesAgainWhenOnlyTheResourceVersionMoved(t *testing.T) {
+	e := removalEnv(t)
+	statusUpdate := func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 1 }
+	e.deployments.touch(testNS+"/fleet-controller-shard-b", statusUpdate)
+	e.deployments.touch(testNS+"/gitjob-shard-b", func(d *appsv1.Deployment) {
+		d.Labels = maps.Clone(d.Labels)
+		d.Labels["team"] = "took-it-over"
+	})
+
+	_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", ""))
+
+	require.Error(t, err, "the relabelled one is decided again")
+	assert.True(t, apierrors.IsConflict(err), "%v", err)
+	assert.Equal(t, []string{
+		"delete " + testNS + "/fleet-controller-shard-b", "delete " + testNS + "/fleet-controller-shard-b",
+		"delete " + testNS + "/gitjob-shard-b",
+		"get " + testNS + "/fleet-controller-shard-b", "get " + testNS + "/gitjob-shard-b",
+	}, e.deployments.summary())
+	e.deployments.catchUp()
+	_, present := e.deployments.objects[testNS+"/fleet-controller-shard-b"]
+	assert.False(t, present, "deleted on its second attempt")
+	relabelled, kept := e.deployments.objects[testNS+"/gitjob-shard-b"]
+	require.True(t, kept, "a change of its labels may have made it someone else's: not deleted on stale grounds")
+	assert.Equal(t, "took-it-over", relabelled.Labels["team"])
 }

@@ -17,13 +17,15 @@ import (
 // the versions that change what a decision reads bring a reconcile.
 func TestDeploymentStatusUpdatesThatChangeNothingReadBringNoReconcile(t *testing.T) {
 	e := fleetEnv(t)
-	enqueues := func() int {
+	taken := func() []enqueued {
 		e.configMaps.mu.Lock()
 		defer e.configMaps.mu.Unlock()
-		n := len(e.configMaps.enqueues)
+		out := e.configMaps.enqueues
 		e.configMaps.enqueues = nil
-		return n
+		return out
 	}
+	enqueues := func() int { return len(taken()) }
+	now := []enqueued{{Key: shardCM.String()}}
 	d := shardDeployment(testNS, "fleet-controller", "a")
 	d.UID, d.Generation, d.ResourceVersion = "uid-1", 1, "10"
 	key := testNS + "/" + d.Name
@@ -36,7 +38,7 @@ func TestDeploymentStatusUpdatesThatChangeNothingReadBringNoReconcile(t *testing
 	}
 
 	next(func(*appsv1.Deployment) {})
-	assert.Equal(t, 1, enqueues(), "created")
+	assert.Equal(t, now, taken(), "created: at once")
 
 	next(func(d *appsv1.Deployment) {
 		d.ResourceVersion = "11"
@@ -47,16 +49,24 @@ func TestDeploymentStatusUpdatesThatChangeNothingReadBringNoReconcile(t *testing
 
 	next(func(d *appsv1.Deployment) {
 		d.ResourceVersion = "12"
+		d.Annotations = maps.Clone(d.Annotations)
+		d.Annotations["deployment.kubernetes.io/revision"] = "1"
+	})
+	assert.Zero(t, enqueues(), "kube-controller-manager's revision annotation is not read")
+
+	next(func(d *appsv1.Deployment) {
+		d.ResourceVersion = "13"
 		d.Status.Conditions[0].Reason = "ReplicaSetUpdated"
 		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
 	})
 	assert.Zero(t, enqueues(), "a condition's reason and the managed fields are not read")
 
 	next(func(d *appsv1.Deployment) {
-		d.ResourceVersion = "13"
+		d.ResourceVersion = "14"
 		d.Status.AvailableReplicas, d.Status.ReadyReplicas, d.Status.UnavailableReplicas = 1, 1, 0
 	})
-	assert.Equal(t, 1, enqueues(), "available and rolled out")
+	assert.Equal(t, []enqueued{{Key: shardCM.String(), After: rolloutDelay}}, taken(),
+		"available and rolled out: batched with the rest of a rollout")
 
 	for what, change := range map[string]func(*appsv1.Deployment){
 		"spec (generation)": func(d *appsv1.Deployment) { d.Generation++ },
@@ -64,20 +74,21 @@ func TestDeploymentStatusUpdatesThatChangeNothingReadBringNoReconcile(t *testing
 		"annotation":        func(d *appsv1.Deployment) { d.Annotations["note"] = "x" },
 		"deletion":          func(d *appsv1.Deployment) { d.DeletionTimestamp = &metav1.Time{} },
 		"new object":        func(d *appsv1.Deployment) { d.UID = "uid-2" },
-		"unavailable":       func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 0 },
 	} {
 		next(func(d *appsv1.Deployment) {
 			d.Labels, d.Annotations = maps.Clone(d.Labels), maps.Clone(d.Annotations)
 			change(d)
 		})
-		assert.Equal(t, 1, enqueues(), "a change of the %s", what)
+		assert.Equal(t, now, taken(), "a change of the %s: at once", what)
 	}
+	next(func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 0 })
+	assert.Equal(t, []enqueued{{Key: shardCM.String(), After: rolloutDelay}}, taken(), "unavailable: batched")
 
 	_, err := e.c.onDeployment(key, nil)
 	require.NoError(t, err)
-	assert.Equal(t, 1, enqueues(), "deleted")
+	assert.Equal(t, now, taken(), "deleted: at once")
 	next(func(*appsv1.Deployment) {})
-	assert.Equal(t, 1, enqueues(), "created again after its deletion")
+	assert.Equal(t, now, taken(), "created again after its deletion: at once")
 
 	// Deployments that are neither a source nor a shard copy never count.
 	other := testfixture.FleetController(testNS)
@@ -130,4 +141,22 @@ func TestDeletedCopiesBringAReconcile(t *testing.T) {
 	_, err = flux.c.onService(testNS+"/webhook-receiver", nil)
 	require.NoError(t, err)
 	assert.Zero(t, enqueues(flux), "a Service of no source")
+}
+
+func TestEqualExceptRevision(t *testing.T) {
+	rev := "deployment.kubernetes.io/revision"
+	for _, c := range []struct {
+		a, b map[string]string
+		want bool
+	}{
+		{nil, nil, true},
+		{map[string]string{rev: "1"}, nil, true},
+		{map[string]string{"x": "1", rev: "1"}, map[string]string{"x": "1", rev: "2"}, true},
+		{map[string]string{"x": "1"}, map[string]string{"x": "2"}, false},
+		{map[string]string{"x": "1", rev: "1"}, map[string]string{"x": "1", "y": "1"}, false},
+		{map[string]string{"x": "1"}, map[string]string{rev: "1", "y": "1"}, false},
+	} {
+		assert.Equal(t, c.want, equalExceptRevision(c.a, c.b), "%v vs %v", c.a, c.b)
+		assert.Equal(t, c.want, equalExceptRevision(c.b, c.a), "%v vs %v", c.b, c.a)
+	}
 }

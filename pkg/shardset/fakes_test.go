@@ -1,6 +1,7 @@
 package shardset
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"sort"
@@ -130,11 +131,48 @@ func (f *fakeClient[T]) Delete(namespace, name string, opts *metav1.DeleteOption
 	if err := f.record("delete", key, zero, opts); err != nil {
 		return err
 	}
-	if _, ok := f.objects[key]; !ok {
+	o, ok := f.objects[key]
+	if !ok {
 		return apierrors.NewNotFound(f.gr(), name)
+	}
+	// The API server's preconditions.
+	if p := opts.Preconditions; p != nil {
+		if (p.UID != nil && *p.UID != o.GetUID()) || (p.ResourceVersion != nil && *p.ResourceVersion != o.GetResourceVersion()) {
+			return apierrors.NewConflict(f.gr(), name, errors.New("the precondition does not match"))
+		}
 	}
 	delete(f.objects, key)
 	return nil
+}
+
+// touch changes the stored object as someone else's write would (a status
+// update of kube-controller-manager): a new resourceVersion, the cache side
+// left as it was.
+func (f *fakeClient[T]) touch(key string, change func(T)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lagging == nil {
+		f.lagging = maps.Clone(f.objects)
+	}
+	o := f.objects[key].DeepCopy()
+	change(o)
+	f.store(o)
+}
+
+// fakeLive is a fakeClient's API server side: what it stores, whatever
+// its cache side shows.
+type fakeLive[T kubeObject[T]] struct{ f *fakeClient[T] }
+
+func (l fakeLive[T]) Get(namespace, name string, _ metav1.GetOptions) (T, error) {
+	l.f.mu.Lock()
+	defer l.f.mu.Unlock()
+	l.f.calls = append(l.f.calls, clientCall[T]{Verb: "get", Key: namespace + "/" + name})
+	o, ok := l.f.objects[namespace+"/"+name]
+	if !ok {
+		var zero T
+		return zero, apierrors.NewNotFound(l.f.gr(), name)
+	}
+	return o.DeepCopy(), nil
 }
 
 // lag freezes the cache side at the objects as they are now, until catchUp.
@@ -371,7 +409,7 @@ func (e *env) restart(opts Options) *Controller {
 		opts.ConfigMap = shardCM
 	}
 	return newController(opts, e.configMaps, e.statusMaps,
-		map[string]deploymentAccess{testNS: {cache: e.deployments, client: e.deployments}},
+		map[string]deploymentAccess{testNS: {cache: e.deployments, client: e.deployments, live: fakeLive[*appsv1.Deployment]{e.deployments}}},
 		map[string]serviceAccess{testNS: {cache: e.services, client: e.services}},
 		e.mapped, e.recorder)
 }

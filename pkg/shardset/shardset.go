@@ -38,6 +38,14 @@ import (
 // initial list) into one reconcile.
 const mappedDelay = 500 * time.Millisecond
 
+// rolloutDelay batches the reconciles that shard Deployments' status
+// changes bring: while 100 new shards roll out, each of their hundreds of
+// Deployments becomes available at its own moment, and each would
+// otherwise decide the whole shard set again. Nothing waits on them
+// sooner: the status is written once a second at most, and failover
+// counts minutes.
+const rolloutDelay = 500 * time.Millisecond
+
 // statusInterval is the least time between two status writes: while 100
 // new shards roll out, their Deployments' status changes bring hundreds of
 // reconciles, and each shard turning Active would otherwise be a write of
@@ -150,10 +158,13 @@ func Register(ctx context.Context, opts Options,
 ) *Controller {
 	deploymentsByNS := make(map[string]deploymentAccess, len(deployments))
 	for ns, dc := range deployments {
-		deploymentsByNS[ns] = deploymentAccess{cache: dc.Cache(), client: dc}
+		deploymentsByNS[ns] = deploymentAccess{cache: dc.Cache(), client: dc, live: dc}
 	}
 	servicesByNS := make(map[string]serviceAccess, len(services))
 	for ns, sc := range services {
+		// No live read: nothing but their owner writes the metrics
+		// Services, so their deletes never race a status update, and the
+		// daemon is granted no get on Services.
 		servicesByNS[ns] = serviceAccess{cache: sc.Cache(), client: sc}
 	}
 	c := newController(opts, configMaps, statusMaps, deploymentsByNS, servicesByNS, mapped, recorder)
@@ -200,9 +211,9 @@ func (c *Controller) enqueue() {
 }
 
 // onDeployment enqueues the shard set when a source or a possible shard
-// Deployment changes in what decisions read of it; the other Deployments
-// of the namespace, and the status updates that change nothing read, are
-// ignored. A deleted one arrives as nil, with its key only: it counts if
+// Deployment changes in what decisions read of it, after rolloutDelay when
+// only its status did; the other Deployments of the namespace, and the
+// status updates that change nothing read, are ignored. A deleted one arrives as nil, with its key only: it counts if
 // it was seen (a managed copy under a name no source's prefix matches,
 // such as a legacy one) or if its name is relevant.
 func (c *Controller) onDeployment(key string, d *appsv1.Deployment) (*appsv1.Deployment, error) {
@@ -213,8 +224,15 @@ func (c *Controller) onDeployment(key string, d *appsv1.Deployment) (*appsv1.Dep
 		}
 		return d, nil
 	}
-	if (render.IsManaged(d) || c.relevant(ns, name)) && c.sigs.changed(key, d) {
+	if !render.IsManaged(d) && !c.relevant(ns, name) {
+		return d, nil
+	}
+	switch c.sigs.changed(key, d) {
+	case sigObject:
 		c.enqueue()
+	case sigStatus:
+		c.configMaps.EnqueueAfter(c.opts.ConfigMap.Namespace, c.opts.ConfigMap.Name, rolloutDelay)
+	case sigSame:
 	}
 	return d, nil
 }
