@@ -146,15 +146,27 @@ func (e *env) setShards(ctx context.Context, name string, ids []string) error {
 // deleted), and the CPU time the controller spent meanwhile.
 type step struct {
 	Took, CPU time.Duration
+	// After is the CPU time the controller spent from that watch event to
+	// aftermath later: what the change still cost once it was made (a
+	// controller's status, Events, and the reconciles its watches bring);
+	// zero when not measured.
+	After time.Duration `json:",omitempty"`
 	// at is just before the patch: where a timeline starts.
 	at time.Time
 }
 
+// aftermath is how long after a measured change the controller's CPU is
+// read again: past the daemon's paced status writes (one a second) and its
+// batched reconciles (half a second), while the new Pods become Ready.
+const aftermath = 5 * time.Second
+
 // controllerStep patches the ConfigMap cm from the shards from to the
 // shards to, and measures until every Deployment that names(ids) returns for
 // the shards added (removed) has its ADDED (DELETED) event; pid is the
-// controller's process, for its CPU time.
-func (e *env) controllerStep(ctx context.Context, cm string, pid int, names func([]string) map[string]bool, from, to []string) (step, error) {
+// controller's process, for its CPU time. With after > 0 it then waits
+// until after has passed since that event and measures the CPU of that
+// time too (step.After).
+func (e *env) controllerStep(ctx context.Context, cm string, pid int, names func([]string) map[string]bool, from, to []string, after time.Duration) (step, error) {
 	added, removed := diff(from, to)
 	want, typ := names(added), watch.Added
 	if len(removed) > 0 {
@@ -182,7 +194,21 @@ func (e *env) controllerStep(ctx context.Context, cm string, pid int, names func
 	if err != nil {
 		return step{}, err
 	}
-	return step{Took: t1.Sub(t0), CPU: cpu1 - cpu0, at: t0}, nil
+	st := step{Took: t1.Sub(t0), CPU: cpu1 - cpu0, at: t0}
+	if after <= 0 {
+		return st, nil
+	}
+	select {
+	case <-ctx.Done():
+		return step{}, ctx.Err()
+	case <-time.After(time.Until(t1.Add(after))):
+	}
+	cpu2, err := cpuTime(pid)
+	if err != nil {
+		return step{}, err
+	}
+	st.After = cpu2 - cpu1
+	return st, nil
 }
 
 // idealNames are the ideal controller's Deployments for ids.
@@ -379,12 +405,12 @@ func (b *bench) controllerRun(ctx context.Context, ctl convController, ids []str
 		from, to []string
 		out      *[]step
 	}{{"up", nil, ids, ctl.up}, {"down", ids, nil, ctl.down}} {
-		res, err := b.env.controllerStep(ctx, ctl.cm, ctl.pid, ctl.names, st.from, st.to)
+		res, err := b.env.controllerStep(ctx, ctl.cm, ctl.pid, ctl.names, st.from, st.to, aftermath)
 		if err != nil {
 			return fmt.Errorf("%s, %d shards %s: %w", ctl.name, len(ids), st.dir, err)
 		}
 		*st.out = append(*st.out, res)
-		b.logf("convergence %d shards run %d: %s %s %s (CPU %s)", len(ids), r+1, ctl.name, st.dir, res.Took, res.CPU)
+		b.logf("convergence %d shards run %d: %s %s %s (CPU %s, %s in the %s after)", len(ids), r+1, ctl.name, st.dir, res.Took, res.CPU, res.After, aftermath)
 		settle(ctl.name + " " + st.dir)
 	}
 	w, err := controllerWrites(b.env.auditLog, ctl.user, since, time.Now(), len(clones(ids)))

@@ -41,7 +41,7 @@ func (b *bench) profileBursts(ctx context.Context, d *daemon, ids []string) erro
 				return err
 			}
 			if up {
-				if _, err := b.env.controllerStep(ctx, cmName, d.pid(), clones, ids, nil); err != nil {
+				if _, err := b.env.controllerStep(ctx, cmName, d.pid(), clones, ids, nil, 0); err != nil {
 					return err
 				}
 			}
@@ -59,7 +59,7 @@ func (b *bench) profileBursts(ctx context.Context, d *daemon, ids []string) erro
 		if !up {
 			from, to = nil, ids
 		}
-		if _, err := b.env.controllerStep(ctx, cmName, d.pid(), clones, from, to); err != nil {
+		if _, err := b.env.controllerStep(ctx, cmName, d.pid(), clones, from, to, 0); err != nil {
 			return err
 		}
 		up = !up

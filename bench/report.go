@@ -68,6 +68,16 @@ func render(w io.Writer, name string, r *results) error {
 		"missed":  func() int { return missed },
 		"took":    func(s []step) []time.Duration { return project(s, func(s step) time.Duration { return s.Took }) },
 		"cpu":     func(s []step) []time.Duration { return project(s, func(s step) time.Duration { return s.CPU }) },
+		// after is the aftermath's CPU of the runs that measured it.
+		"after": func(s []step) []time.Duration {
+			var out []time.Duration
+			for _, st := range s {
+				if st.After > 0 {
+					out = append(out, st.After)
+				}
+			}
+			return out
+		},
 		"rss":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.RSS }) },
 		"hwm":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.HWM }) },
 		"join":    strings.Join,

@@ -43,9 +43,9 @@ func handMade() *results {
 			Shards:  20,
 			FloorUp: []time.Duration{270 * ms, 280 * ms, 300 * ms}, FloorDown: []time.Duration{110 * ms, 120 * ms, 130 * ms},
 			FloorUpResp: []time.Duration{250 * ms, 260 * ms, 270 * ms}, FloorDownResp: []time.Duration{100 * ms, 100 * ms, 110 * ms},
-			IdealUp:      []step{{Took: 260 * ms, CPU: 40 * ms}, {Took: 250 * ms, CPU: 50 * ms}, {Took: 300 * ms, CPU: 40 * ms}},
+			IdealUp:      []step{{Took: 260 * ms, CPU: 40 * ms, After: 2 * ms}, {Took: 250 * ms, CPU: 50 * ms, After: 1 * ms}, {Took: 300 * ms, CPU: 40 * ms, After: 3 * ms}},
 			IdealDown:    []step{{Took: 120 * ms, CPU: 20 * ms}, {Took: 125 * ms, CPU: 20 * ms}, {Took: 130 * ms, CPU: 30 * ms}},
-			DaemonUp:     []step{{Took: 240 * ms, CPU: 44 * ms}, {Took: 250 * ms, CPU: 52 * ms}, {Took: 270 * ms, CPU: 45 * ms}},
+			DaemonUp:     []step{{Took: 240 * ms, CPU: 44 * ms, After: 90 * ms}, {Took: 250 * ms, CPU: 52 * ms, After: 110 * ms}, {Took: 270 * ms, CPU: 45 * ms, After: 100 * ms}},
 			DaemonDown:   []step{{Took: 120 * ms, CPU: 22 * ms}, {Took: 118 * ms, CPU: 21 * ms}, {Took: 125 * ms, CPU: 30 * ms}},
 			DaemonWrites: writeRuns{rw(40), rw(40), rw(38)},
 			IdealWrites:  writeRuns{rw(0), rw(0), rw(0)},
@@ -151,6 +151,16 @@ func TestFiguresCountTheRunsMade(t *testing.T) {
 	assert.Contains(t, got, "RSS with 1,000 mapped objects (median of 2)")
 	assert.Contains(t, got, "placement: 1,000 new objects labelled over 4 shards (1 run)")
 	assert.Contains(t, got, "placement burst: first create to the spread within the threshold (25 objects) (median of 2)")
+}
+
+// The CPU after a change is shown where it was measured, and only there
+// (results of earlier runs have none).
+func TestAftermathRows(t *testing.T) {
+	summary := renderString(t, "summary", handMade())
+	assert.Equal(t, 1, strings.Count(summary, "CPU in the 5 s after"), "the change down measured none")
+	got := rows(t, handMade())
+	assert.Equal(t, []string{"CPU in the 5 s after that change (median of 3)", "100.00 ms (90.00–110.00)",
+		"2.00 ms (1.00–3.00) (ideal controller)", "—", "(recorded)", "—"}, got["CPU in the 5 s after that change (median of 3)"])
 }
 
 func TestBurstRows(t *testing.T) {

@@ -448,7 +448,7 @@ func (b *bench) decision(ctx context.Context, d *daemon, base []string, lv *leve
 		if err != nil {
 			return 0, 0, err
 		}
-		if _, err := b.env.controllerStep(ctx, cmName, d.pid(), clones, from, to); err != nil {
+		if _, err := b.env.controllerStep(ctx, cmName, d.pid(), clones, from, to, 0); err != nil {
 			return 0, 0, err
 		}
 		if err := b.env.settle(ctx, 5*time.Minute); err != nil {

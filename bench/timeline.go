@@ -254,7 +254,7 @@ func (b *bench) runTimelines(ctx context.Context, ideal *proc, settle func(strin
 					from, to []string
 					out      *[]timelineRun
 				}{{"up", nil, ids, ctl.up}, {"down", ids, nil, ctl.down}} {
-					res, err := b.env.controllerStep(ctx, ctl.cm, ctl.pid, ctl.names, st.from, st.to)
+					res, err := b.env.controllerStep(ctx, ctl.cm, ctl.pid, ctl.names, st.from, st.to, 0)
 					if err != nil {
 						return fmt.Errorf("timeline, %s, %d shards %s: %w", ctl.name, n, st.dir, err)
 					}
