@@ -65,12 +65,20 @@ func TestCacheRender(t *testing.T) {
 	assert.Equal(t, want, d, "a nil Cache renders")
 }
 
-func TestCacheUpToDate(t *testing.T) {
+// renderedA is gitjob's render for shard a through a new Cache, and a copy
+// of it as the API server holds it (a UID, generation 1).
+func renderedA(t *testing.T) (c *Cache, rendered, stored *appsv1.Deployment) {
+	t.Helper()
 	src, live, c := cached(t, "gitjob")
 	rendered, err := c.Render(src, live, shardconfig.Shard{ID: "a"})
 	require.NoError(t, err)
-	existing := rendered.DeepCopy()
-	existing.UID, existing.Generation = "uid-a", 1
+	stored = rendered.DeepCopy()
+	stored.UID, stored.Generation = "uid-a", 1
+	return c, rendered, stored
+}
+
+func TestCacheUpToDate(t *testing.T) {
+	c, rendered, existing := renderedA(t)
 	assert.True(t, c.UpToDate(rendered, existing))
 
 	// A change of the spec comes with a new generation.
@@ -110,11 +118,7 @@ func TestCacheSweep(t *testing.T) {
 // answered with, even where an admission webhook changed a rendered field:
 // rewriting it would only bring the change back.
 func TestCacheWroteIsUpToDate(t *testing.T) {
-	src, live, c := cached(t, "gitjob")
-	rendered, err := c.Render(src, live, shardconfig.Shard{ID: "a"})
-	require.NoError(t, err)
-	written := rendered.DeepCopy()
-	written.UID, written.Generation = "uid-a", 1
+	c, rendered, written := renderedA(t)
 	written.Spec.Template.Spec.Containers[0].Image = "mirror.example/rancher/fleet:x"
 	require.False(t, deploymentUpToDate(rendered, written), "the answer differs from the render")
 
