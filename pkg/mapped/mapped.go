@@ -53,7 +53,8 @@ type Tracker struct {
 	// that retries need no sleeping.
 	after func(d time.Duration, f func())
 	// restoreGC ends the start-up's garbage collector target (see
-	// lowerGC), once every kind has synced: gcRestored.
+	// lowerGC) and paces the collector from then on, once every kind has
+	// synced: gcRestored.
 	restoreGC  func()
 	gcRestored atomic.Bool
 }
@@ -114,7 +115,9 @@ func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []s
 // Start watches each kind's CRD (a metadata informer limited to the CRD's
 // name) and starts or stops the kind's own informer as the CRD comes and goes.
 func (t *Tracker) Start(ctx context.Context) error {
-	t.restoreGC = lowerGC()
+	restore, stop := lowerGC()
+	t.restoreGC = restore
+	context.AfterFunc(ctx, stop)
 	t.after(startupGCLimit, t.stopStartupGC)
 	for _, k := range t.kinds {
 		inf := metadatainformer.NewFilteredMetadataInformer(t.client, crdResource, metav1.NamespaceAll, 0, cache.Indexers{},
