@@ -103,8 +103,8 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 
 	d.tracker = mapped.New(meta, disc, o.set.Mapped, d.mappedChanged)
 	// The kinds that derive objects or refer to sources are read whole, for
-	// the cross-shard warnings; the others stay metadata-only.
-	if err := d.tracker.WatchSpecs(cfg); err != nil {
+	// the cross-shard warnings; the others metadata-only, skimmed.
+	if err := d.tracker.ReadThrough(cfg); err != nil {
 		return nil, err
 	}
 	// Every namespace's Deployments and Services are written through a

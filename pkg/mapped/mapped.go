@@ -47,8 +47,10 @@ type Tracker struct {
 	kinds     []*kind
 	crdSynced []cache.InformerSynced
 	// specClient, when set, reads the kinds whose spec the decisions
-	// read (see WatchSpecs).
+	// read (see ReadThrough).
 	specClient rest.Interface
+	// metaClient, when set, reads the other kinds (see ReadThrough).
+	metaClient rest.Interface
 	// after runs f once d has passed: time.AfterFunc, replaced in tests so
 	// that retries need no sleeping.
 	after func(d time.Duration, f func())

@@ -384,15 +384,21 @@ func specListWatch(client rest.Interface, gvr schema.GroupVersionResource) *cach
 	}
 }
 
-// WatchSpecs makes the Tracker read, through cfg, the spec of the kinds
-// whose objects derive others or refer to sources, for CrossShard; the
-// other kinds stay metadata-only. Call it before Start.
-func (t *Tracker) WatchSpecs(cfg *rest.Config) error {
-	client, err := specClientFor(cfg)
+// ReadThrough makes the Tracker read through cfg: the spec of the kinds
+// whose objects derive others or refer to sources, for CrossShard, and the
+// metadata of the others with metaSerializer's skimmers. Without it (in
+// tests) every kind is read through the metadata client given to New.
+// Call it before Start.
+func (t *Tracker) ReadThrough(cfg *rest.Config) error {
+	specs, err := specClientFor(cfg)
 	if err != nil {
 		return err
 	}
-	t.specClient = client
+	meta, err := metaClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	t.specClient, t.metaClient = specs, meta
 	return nil
 }
 
@@ -450,6 +456,9 @@ func (t *Tracker) watchOf(k source.MappedKind, index *shardIndex) (cache.ListerW
 	if t.specClient != nil && readsSpec(k) {
 		specs := newSpecIndex(k, index)
 		return specListWatch(t.specClient, k.Resource), &specObject{}, specs, specs
+	}
+	if t.metaClient != nil {
+		return metaListWatch(t.metaClient, k.Resource), &metav1.PartialObjectMetadata{}, index, nil
 	}
 	client := t.client.Resource(k.Resource)
 	lw := &cache.ListWatch{
