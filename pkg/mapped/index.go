@@ -1,6 +1,7 @@
 package mapped
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime/debug"
@@ -12,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
@@ -82,6 +84,8 @@ type shardIndex struct {
 	// strings, although kube-apiserver writes etcd's revision.
 	opaqueRV map[string]string
 	synced   bool
+	// pending is the initial state while it arrives, nil otherwise.
+	pending *chunks[stripped]
 }
 
 func newShardIndex(kind, label string, derived bool, onChange func()) *shardIndex {
@@ -90,23 +94,17 @@ func newShardIndex(kind, label string, derived bool, onChange func()) *shardInde
 		ids: []string{""}, idRefs: map[string]idRef{"": 0}, sets: map[string]*labelSet{}, opaqueRV: map[string]string{}}
 }
 
-// Transformer implements cache.TransformingStore: the reflector keeps the
-// initial state in a store of its own until the stream ends, and passes
-// each object through this first. What it keeps is then an entry, not
-// an object.
-func (s *shardIndex) Transformer() cache.TransformFunc { return s.strip }
-
-// stripped is what the reflector holds of an object while the initial state
-// streams in: its key and its entry.
+// stripped is an object as the index keeps it: its key and its entry.
 type stripped struct {
 	key string
 	e   *entry
 }
 
-func (s *shardIndex) strip(obj any) (any, error) {
+// strip returns what the index keeps of obj.
+func (s *shardIndex) strip(obj any) (*stripped, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
-		return obj, nil
+		return nil, fmt.Errorf("unexpected object %T", obj)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,7 +112,43 @@ func (s *shardIndex) strip(obj any) (any, error) {
 	return &stripped{key: key, e: s.entryOf(key, m)}, nil
 }
 
-var _ cache.TransformingStore = (*shardIndex)(nil)
+// beginSync implements syncingStore.
+func (s *shardIndex) beginSync() {
+	s.mu.Lock()
+	s.pending = &chunks[stripped]{}
+	s.mu.Unlock()
+}
+
+// dropSync implements syncingStore.
+func (s *shardIndex) dropSync() {
+	s.mu.Lock()
+	s.pending = nil
+	s.mu.Unlock()
+}
+
+// syncObject implements syncingStore.
+func (s *shardIndex) syncObject(obj runtime.Object) error {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return fmt.Errorf("unexpected object %T", obj)
+	}
+	_, err := s.syncMeta(m)
+	return err
+}
+
+// syncMeta adds m to the initial state begun and returns its key.
+func (s *shardIndex) syncMeta(m *metav1.PartialObjectMetadata) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		return "", errors.New("an object of an initial state that was not begun")
+	}
+	key := m.Namespace + "/" + m.Name
+	s.pending.add(stripped{key: key, e: s.entryOf(key, m)})
+	return key, nil
+}
+
+var _ syncingStore = (*shardIndex)(nil)
 
 // ref returns the idRef of the shard ID v, adding it to the table.
 func (s *shardIndex) ref(v string) idRef {
@@ -330,26 +364,34 @@ func (s *shardIndex) Delete(obj any) error {
 }
 
 // Replace implements cache.ReflectorStore: a full list, at start and after
-// a watch could not be resumed.
+// a watch could not be resumed. An empty list after an initial state was
+// begun stands for that state.
 func (s *shardIndex) Replace(list []any, _ string) error {
 	s.mu.Lock()
+	state := s.pending
+	s.pending = nil
+	if state == nil || len(list) > 0 {
+		state = &chunks[stripped]{}
+		for _, obj := range list {
+			key, e, err := s.keyed(obj)
+			if err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			state.add(stripped{key: key, e: e})
+		}
+	}
+	n := state.n
 	for _, set := range s.sets {
 		set.refs = 0
 	}
-	byKey, members := s.byKey, s.members
-	s.byKey, s.members = make(map[string]*entry, len(list)), map[string]map[string]*entry{}
-	for _, obj := range list {
-		key, e, err := s.keyed(obj)
-		if err != nil {
-			s.byKey, s.members = byKey, members
-			s.mu.Unlock()
-			return err
+	s.byKey, s.members = make(map[string]*entry, n), map[string]map[string]*entry{}
+	state.drain(func(st *stripped) {
+		if old, had := s.byKey[st.key]; had {
+			s.remove(st.key, old)
 		}
-		if old, had := s.byKey[key]; had {
-			s.remove(key, old)
-		}
-		s.add(key, e)
-	}
+		s.add(st.key, st.e)
+	})
 	for id, set := range s.sets {
 		if set.refs == 0 {
 			delete(s.sets, id)
@@ -362,12 +404,11 @@ func (s *shardIndex) Replace(list []any, _ string) error {
 	}
 	s.synced = true
 	s.mu.Unlock()
-	if len(list) >= releaseAfter {
-		// The stream that brought the list decoded every object whole
-		// (the last-applied annotation alone is about 2 KB): garbage about
-		// ten times the index's size. Left alone, the runtime keeps it
-		// until the heap next doubles or for two minutes; returned now, the
-		// daemon's memory right after start is what it keeps.
+	if n >= releaseAfter {
+		// The stream that brought the state left garbage about as large
+		// as the index: left alone, the runtime keeps it until the heap
+		// next doubles or for two minutes; returned now, the daemon's
+		// memory right after start is what it keeps.
 		go debug.FreeOSMemory()
 	}
 	s.onChange()

@@ -95,8 +95,8 @@ func discoveryDelay(attempt int) time.Duration {
 }
 
 // listPageSize pages a list, where the API server cannot stream the
-// initial state as a watch (before 1.32); the reflector still holds every
-// page until the last one, stripped only then.
+// initial state as a watch (before 1.32); each page is stripped before
+// the next is asked for (initialSync).
 const listPageSize = 500
 
 // New returns a Tracker for kinds; onChange is called whenever a count may
@@ -182,14 +182,13 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 	kctx, cancel := context.WithCancel(ctx)
 	// Every object, labelled or not: placement assigns the unlabelled ones.
 	// The initial state streams in as a watch ("watch list"), each object
-	// stripped by the index's transform as it arrives.
+	// stripped into the index as it arrives (initialSync).
 	index := newShardIndex(k.spec.Name(), k.spec.Label, k.spec.Derived, t.onChange)
 	index.grouped, index.ownerLabel = k.spec.GroupByNamespace, k.spec.OwnerLabel
 	lw, expected, store, specs := t.watchOf(k.spec, index)
 	r := cache.NewReflectorWithOptions(lw, expected, store, cache.ReflectorOptions{
 		Name: k.spec.Resource.String(),
 	})
-	r.WatchListPageSize = listPageSize
 	k.pending, k.retrying, k.failing, k.cancel, k.index, k.specs = false, false, "", cancel, index, specs
 	k.mu.Unlock()
 	logrus.WithField("resource", k.spec.Resource.String()).Info("watching mapped objects")

@@ -101,15 +101,16 @@ func TestShardIndexPlacementFacts(t *testing.T) {
 	heavy := obj("b", "heavy", "s2", false)
 	heavy.Annotations = map[string]string{weightAnnotation: "999999"}
 
-	// The initial state streams through the transform: what the reflector
-	// holds until the stream ends is already an entry.
-	st, err := s.strip(placed)
-	require.NoError(t, err)
-	require.IsType(t, &stripped{}, st)
-	assert.Equal(t, "a/placed", st.(*stripped).key)
-	assert.Equal(t, uint16(7), st.(*stripped).e.weight)
-
-	require.NoError(t, s.Replace([]any{st, pinned, bare, heavy}, "1"))
+	// The initial state is taken object by object as it arrives, and is
+	// the content from the empty Replace that follows.
+	s.beginSync()
+	for _, o := range []*metav1.PartialObjectMetadata{placed, pinned, bare, heavy} {
+		require.NoError(t, s.syncObject(o))
+	}
+	assert.Empty(t, s.all(nil), "an initial state shows only once it is complete")
+	assert.Equal(t, 0, changes)
+	require.NoError(t, s.Replace(nil, "1"))
+	assert.Equal(t, 1, changes)
 	all := map[string]placement.Object{}
 	for _, o := range s.all(nil) {
 		all[o.Name] = o

@@ -2,6 +2,7 @@ package mapped
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -139,6 +140,8 @@ type specIndex struct {
 	// so that an object costs its slot in entries and little more.
 	shared map[specEntry]*sharedEntry
 	strs   map[string]string // one shared copy of each repeated string
+	// specPending is the initial state's entries while it arrives.
+	specPending *chunks[keyedSpecEntry]
 }
 
 // sharedEntry is an entry and how many objects hold it.
@@ -170,33 +173,71 @@ func (s *specIndex) release(c *sharedEntry) {
 	}
 }
 
-// specStripped is what the reflector holds of an object while the initial
-// state streams in.
+// specStripped is an object as both indexes keep it.
 type specStripped struct {
 	inner *stripped
 	e     *specEntry
 }
 
-// Transformer implements cache.TransformingStore.
-func (s *specIndex) Transformer() cache.TransformFunc { return s.strip }
-
-func (s *specIndex) strip(obj any) (any, error) {
+// strip returns what the indexes keep of o.
+func (s *specIndex) strip(obj any) (*specStripped, error) {
 	o, ok := obj.(*specObject)
 	if !ok {
-		return obj, nil
+		return nil, fmt.Errorf("unexpected object %T", obj)
 	}
 	inner, err := s.shardIndex.strip(o.partial())
 	if err != nil {
 		return nil, err
 	}
-	st, ok := inner.(*stripped)
+	s.specMu.Lock()
+	defer s.specMu.Unlock()
+	return &specStripped{inner: inner, e: s.entryOf(o)}, nil
+}
+
+// keyedSpecEntry is a specEntry of an initial state, while it arrives.
+type keyedSpecEntry struct {
+	key string
+	e   specEntry
+}
+
+// beginSync implements syncingStore.
+func (s *specIndex) beginSync() {
+	s.shardIndex.beginSync()
+	s.specMu.Lock()
+	s.specPending = &chunks[keyedSpecEntry]{}
+	s.specMu.Unlock()
+}
+
+// dropSync implements syncingStore.
+func (s *specIndex) dropSync() {
+	s.shardIndex.dropSync()
+	s.specMu.Lock()
+	s.specPending = nil
+	s.specMu.Unlock()
+}
+
+// syncObject implements syncingStore.
+func (s *specIndex) syncObject(obj runtime.Object) error {
+	o, ok := obj.(*specObject)
 	if !ok {
-		return nil, fmt.Errorf("unexpected stripped object %T", inner)
+		return fmt.Errorf("unexpected object %T", obj)
+	}
+	key, err := s.shardIndex.syncMeta(o.partial())
+	if err != nil {
+		return err
 	}
 	s.specMu.Lock()
 	defer s.specMu.Unlock()
-	return &specStripped{inner: st, e: s.entryOf(o)}, nil
+	if s.specPending == nil {
+		return errors.New("an object of an initial state that was not begun")
+	}
+	if e := s.entryOf(o); e != nil {
+		s.specPending.add(keyedSpecEntry{key: key, e: *e})
+	}
+	return nil
 }
+
+var _ syncingStore = (*specIndex)(nil)
 
 // entryOf returns what the decision needs of o, nil when it neither
 // derives an object nor refers to a source; s.specMu must be held.
@@ -248,25 +289,14 @@ func (s *specIndex) intern(v string) string {
 // keyedSpec returns obj's key, what the metadata index takes of it, and its
 // entry.
 func (s *specIndex) keyedSpec(obj any) (string, any, *specEntry, error) {
-	switch o := obj.(type) {
-	case *specStripped:
-		return o.inner.key, o.inner, o.e, nil
-	case *specObject:
-		// Stripped here, so that both indexes keep one copy of the key.
-		inner, err := s.shardIndex.strip(o.partial())
-		if err != nil {
+	st, ok := obj.(*specStripped)
+	if !ok {
+		var err error
+		if st, err = s.strip(obj); err != nil {
 			return "", nil, nil, err
 		}
-		st, ok := inner.(*stripped)
-		if !ok {
-			return "", nil, nil, fmt.Errorf("unexpected stripped object %T", inner)
-		}
-		s.specMu.Lock()
-		e := s.entryOf(o)
-		s.specMu.Unlock()
-		return st.key, st, e, nil
 	}
-	return "", nil, nil, fmt.Errorf("unexpected object %T", obj)
+	return st.inner.key, st.inner, st.e, nil
 }
 
 // setEntry records e as key's and reports whether that changed anything.
@@ -322,8 +352,25 @@ func (s *specIndex) Delete(obj any) error {
 	return s.shardIndex.Delete(obj)
 }
 
-// Replace implements cache.ReflectorStore.
+// Replace implements cache.ReflectorStore. An empty list after an initial
+// state was begun stands for that state.
 func (s *specIndex) Replace(list []any, rv string) error {
+	s.specMu.Lock()
+	state := s.specPending
+	s.specPending = nil
+	s.specMu.Unlock()
+	if state != nil && len(list) == 0 {
+		s.specMu.Lock()
+		s.entries, s.shared = make(map[string]*sharedEntry, state.n), map[specEntry]*sharedEntry{}
+		state.drain(func(k *keyedSpecEntry) {
+			if old, had := s.entries[k.key]; had {
+				s.release(old)
+			}
+			s.entries[k.key] = s.acquire(k.e)
+		})
+		s.specMu.Unlock()
+		return s.shardIndex.Replace(nil, rv)
+	}
 	type keyed struct {
 		key string
 		e   *specEntry
@@ -351,8 +398,6 @@ func (s *specIndex) Replace(list []any, rv string) error {
 	s.specMu.Unlock()
 	return s.shardIndex.Replace(inner, rv)
 }
-
-var _ cache.TransformingStore = (*specIndex)(nil)
 
 // objects appends the kind's objects, as the decision reads them, to out.
 func (s *specIndex) objects(out []crossref.Object) []crossref.Object {
@@ -451,23 +496,26 @@ func (t *Tracker) sourceShard(kind, namespace, name string) (crossref.Shard, boo
 
 // watchOf returns how to watch k's objects into index: as metadata, or,
 // for a kind whose spec the decisions read, as specObject into a
-// specIndex around index, which it returns too.
+// specIndex around index, which it returns too. Either way the initial
+// state streams into the store as it arrives (initialSync).
 func (t *Tracker) watchOf(k source.MappedKind, index *shardIndex) (cache.ListerWatcher, runtime.Object, cache.ReflectorStore, *specIndex) {
 	if t.specClient != nil && readsSpec(k) {
 		specs := newSpecIndex(k, index)
-		return specListWatch(t.specClient, k.Resource), &specObject{}, specs, specs
+		return &initialSync{lw: specListWatch(t.specClient, k.Resource), store: specs, pageSize: listPageSize}, &specObject{}, specs, specs
 	}
+	var lw *cache.ListWatch
 	if t.metaClient != nil {
-		return metaListWatch(t.metaClient, k.Resource), &metav1.PartialObjectMetadata{}, index, nil
+		lw = metaListWatch(t.metaClient, k.Resource)
+	} else {
+		client := t.client.Resource(k.Resource)
+		lw = &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return client.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return client.Watch(ctx, o)
+			},
+		}
 	}
-	client := t.client.Resource(k.Resource)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.Watch(ctx, o)
-		},
-	}
-	return lw, &metav1.PartialObjectMetadata{}, index, nil
+	return &initialSync{lw: lw, store: index, pageSize: listPageSize}, &metav1.PartialObjectMetadata{}, index, nil
 }

@@ -96,7 +96,7 @@ func TestSpecIndex(t *testing.T) {
 	changes := 0
 	s := newSpecIndex(releases, newShardIndex("helmreleases", fluxKey, false, func() { changes++ }))
 	strip := func(o *specObject) any {
-		st, err := s.Transformer()(o)
+		st, err := s.strip(o)
 		require.NoError(t, err)
 		return st
 	}
