@@ -113,7 +113,7 @@ func TestInitialSyncStreams(t *testing.T) {
 	assert.Equal(t, "9", listRV(t, got), "the state's resourceVersion is the bookmark's that ends it")
 	require.Len(t, api.requests, 1)
 	o := api.requests[0]
-	assert.Equal(t, "", o.ResourceVersion, "\"0\" (any state) streams the most recent")
+	assert.Empty(t, o.ResourceVersion, "\"0\" (any state) streams the most recent")
 	assert.Equal(t, metav1.ResourceVersionMatchNotOlderThan, o.ResourceVersionMatch)
 	assert.True(t, o.AllowWatchBookmarks)
 	require.NotNil(t, o.TimeoutSeconds)
@@ -230,7 +230,7 @@ func TestInitialSyncOfSpecs(t *testing.T) {
 	objs := s.objects(nil)
 	require.Len(t, objs, 1, "an object that derives nothing and refers to nothing has no spec entry")
 	assert.Equal(t, "ok", objs[0].Name)
-	assert.Equal(t, 2, len(s.byKey))
+	assert.Len(t, s.byKey, 2)
 	assert.Nil(t, s.specPending)
 	assert.Nil(t, s.pending)
 }
@@ -245,9 +245,7 @@ func TestReflectorSyncsThroughInitialSync(t *testing.T) {
 	s := newShardIndex("gitrepos", label, false, func() { changes <- struct{}{} })
 	r := cache.NewReflectorWithOptions(&initialSync{lw: api.lw(), store: s, pageSize: listPageSize},
 		&metav1.PartialObjectMetadata{}, s, cache.ReflectorOptions{Name: "test"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.RunWithContext(ctx)
+	go r.RunWithContext(t.Context())
 
 	require.Eventually(t, s.hasSynced, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, 1, s.count("s1"))

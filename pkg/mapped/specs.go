@@ -222,7 +222,7 @@ func (s *specIndex) syncObject(obj runtime.Object) error {
 	if !ok {
 		return fmt.Errorf("unexpected object %T", obj)
 	}
-	key, err := s.shardIndex.syncMeta(o.partial())
+	key, err := s.syncMeta(o.partial())
 	if err != nil {
 		return err
 	}
