@@ -106,6 +106,10 @@ type results struct {
 	Notes        []string
 	Failures     []string
 	Skipped      []string
+	// MillionRun is the last million-object run (results-million.json
+	// beside the report), whose summary the full report repeats; it is
+	// read when the report is written, never saved with the data.
+	MillionRun *results `json:"-"`
 }
 
 // writeRate is the rate at which the mapped objects from From to To were

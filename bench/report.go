@@ -4,11 +4,14 @@ import (
 	"cmp"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -95,6 +98,16 @@ func render(w io.Writer, name string, r *results) error {
 	return nil
 }
 
+// MachineValue is the value of the row k of the machine table, or "—".
+func (r *results) MachineValue(k string) string {
+	for _, kv := range r.Machine {
+		if kv[0] == k {
+			return kv[1]
+		}
+	}
+	return "—"
+}
+
 // writeData writes r to path as JSON.
 func writeData(r *results, path string) error {
 	data, err := json.MarshalIndent(r, "", "  ")
@@ -104,8 +117,24 @@ func writeData(r *results, path string) error {
 	return os.WriteFile(path, append(data, '\n'), 0o644) //nolint:gosec // results to publish, as readable as the tree they are committed to
 }
 
-// writeReport writes the report rendered from r to path.
+// millionData is the name of the million-object mode's data, which `make
+// bench-million` writes beside the full report.
+const millionData = "results-million.json"
+
+// writeReport writes the report rendered from r to path. The report of a
+// run that is not the million-object mode repeats the summary of the last
+// million-object run saved beside it, so that results.md holds every
+// figure measured, with where each comes from.
 func writeReport(r *results, path string) error {
+	if !r.Settings.Million {
+		m, err := readResults(filepath.Join(filepath.Dir(path), millionData))
+		switch {
+		case err == nil:
+			r.MillionRun = m
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("the million-object run beside the report: %w", err)
+		}
+	}
 	var md strings.Builder
 	if err := render(&md, "report", r); err != nil {
 		return err

@@ -141,6 +141,45 @@ func TestReportRendersAgainFromItsData(t *testing.T) {
 	assert.Equal(t, renderString(t, "report", handMade()), renderString(t, "report", r))
 }
 
+// millionMade is a million-object run made by hand, as `make
+// bench-million` saves it.
+func millionMade() *results {
+	m := handMade()
+	m.Settings.Million = true
+	m.Convergence, m.Placement, m.Timelines, m.Profile = nil, nil, nil, nil
+	m.Levels[1].Objects = 1_000_000
+	m.Machine = append(m.Machine, [2]string{"shardkeeper", "abc1234"}, [2]string{"date", "2026-01-01T00:00:00Z"})
+	return m
+}
+
+func TestReportRepeatsTheMillionRunBesideIt(t *testing.T) {
+	dir := t.TempDir()
+	report := func(r *results, name string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		require.NoError(t, writeReport(r, path))
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return string(b)
+	}
+
+	assert.NotContains(t, report(handMade(), "results.md"), "## A million objects", "no million-object run saved")
+
+	require.NoError(t, writeData(millionMade(), filepath.Join(dir, millionData)))
+	got := report(handMade(), "results.md")
+	_, section, found := strings.Cut(got, "## A million objects")
+	require.True(t, found, "the million-object run's section")
+	assert.Contains(t, section, "shardkeeper abc1234, 2026-01-01T00:00:00Z")
+	assert.Contains(t, section, "| start-up to every object counted, beside a bare paged metadata LIST of them, 1,000,000 objects (median of 2) |")
+	assert.NotContains(t, section, "convergence 0→20", "the million-object run measured no convergence")
+	assert.Less(t, strings.Index(got, "## A million objects"), strings.Index(got, "## How it is measured"), "it follows the summary")
+
+	assert.NotContains(t, report(millionMade(), "results-million.md"), "## A million objects", "the million-object report does not repeat itself")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, millionData), []byte("{"), 0o644))
+	require.ErrorContains(t, writeReport(handMade(), filepath.Join(dir, "results.md")), "the million-object run beside the report")
+}
+
 func TestFiguresCountTheRunsMade(t *testing.T) {
 	r := handMade()
 	// A part stopped after two windows of the largest count.
