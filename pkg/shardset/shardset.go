@@ -140,6 +140,8 @@ type Controller struct {
 	started atomic.Bool
 	// reconciled: a reconcile has completed without error.
 	reconciled atomic.Bool
+	// mappedSynced: MappedChanged has seen every mapped kind synced.
+	mappedSynced atomic.Bool
 }
 
 // Register wires the controller: the ConfigMap handler, and the Deployment
@@ -278,12 +280,20 @@ type reportedStatus struct {
 
 // MappedChanged is the callback for mapped-object changes: a delayed
 // enqueue, so that a burst of changes (a bulk relabel, the initial list) is
-// one reconcile. Before Started it does nothing: the first reconcile reads
-// every count anyway, and keys queued before the start would pile up.
+// one reconcile. The call that first finds every kind synced enqueues at
+// once: its reconcile is the first that may report the counts and delete
+// a shard, and no burst follows an initial list. Before Started it does
+// nothing: the first reconcile reads every count anyway, and keys queued
+// before the start would pile up.
 func (c *Controller) MappedChanged() {
-	if c.started.Load() {
-		c.configMaps.EnqueueAfter(c.opts.ConfigMap.Namespace, c.opts.ConfigMap.Name, mappedDelay)
+	if !c.started.Load() {
+		return
 	}
+	if c.mapped.Synced() && c.mappedSynced.CompareAndSwap(false, true) {
+		c.enqueue()
+		return
+	}
+	c.configMaps.EnqueueAfter(c.opts.ConfigMap.Namespace, c.opts.ConfigMap.Name, mappedDelay)
 }
 
 // Started is called once the controllers run. It enqueues the first

@@ -308,3 +308,21 @@ func TestOnChangeWaitsForTheMappedCaches(t *testing.T) {
 	assert.Empty(t, e.statusMaps.calls)
 	assert.Equal(t, []enqueued{{Key: shardCM.String(), After: time.Second}}, e.configMaps.enqueues)
 }
+
+// Changes of mapped objects are batched, but the first change that finds
+// every kind synced, the end of the initial lists, is reconciled at once.
+func TestMappedChangedCountsAtOnceWhenSynced(t *testing.T) {
+	e := newEnv(t, Options{}, nil, nil)
+	e.c.MappedChanged()
+	assert.Empty(t, e.configMaps.enqueues, "nothing before the controllers run")
+
+	e.c.Started()
+	e.configMaps.enqueues = nil
+	e.mapped.Unsynced = true
+	e.c.MappedChanged()
+	e.mapped.Unsynced = false
+	e.c.MappedChanged()
+	e.c.MappedChanged()
+	key := shardCM.String()
+	assert.Equal(t, []enqueued{{Key: key, After: mappedDelay}, {Key: key}, {Key: key, After: mappedDelay}}, e.configMaps.enqueues)
+}
