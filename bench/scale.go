@@ -224,9 +224,10 @@ func (b *bench) createShards(ctx context.Context, ids []string) error {
 	})
 }
 
-// daemonLevel measures the daemon at lv's object count: start-up and memory
-// over b.runs processes, then, on the last one, the decision latency, the
-// idle window if idle, and the steady memory if steady.
+// daemonLevel measures the daemon at lv's object count: start-up, each
+// beside a bare LIST run just before it, and memory over b.runs processes,
+// then, on the last one, the decision latency, the idle window if idle,
+// and the steady memory if steady.
 func (b *bench) daemonLevel(ctx context.Context, base []string, lv *level, steady, idle bool) error {
 	var kept *daemon
 	var keptCounted time.Time
@@ -308,9 +309,10 @@ func (b *bench) daemonRun(ctx context.Context, lv *level, r int) (*daemon, time.
 	return d, counted, m, nil
 }
 
-// referenceLevel measures the reference at lv's object count: start-up and
-// memory over b.runs processes, and the steady memory of the last one if
-// steady.
+// referenceLevel measures the full-informer reference at lv's object
+// count (none in the million-object mode): start-up and memory over b.runs
+// processes, and the steady memory of the last one if steady. The bare
+// LIST runs in daemonLevel, beside each start-up.
 func (b *bench) referenceLevel(ctx context.Context, lv *level, steady bool) error {
 	n := lv.Objects
 	if b.million {
