@@ -429,12 +429,13 @@ func specListWatch(client rest.Interface, gvr schema.GroupVersionResource) *cach
 	}
 }
 
-// ReadThrough makes the Tracker read through cfg: the spec of the kinds
-// whose objects derive others or refer to sources, for CrossShard, and the
-// metadata of the others with metaSerializer's skimmers. Without it (in
-// tests) every kind is read through the metadata client given to New.
-// Call it before Start.
+// ReadThrough makes the Tracker read through cfg, over HTTP/1.1 (see
+// http1): the spec of the kinds whose objects derive others or refer to
+// sources, for CrossShard, and the metadata of the others with
+// metaSerializer's skimmers. Without it (in tests) every kind is read
+// through the metadata client given to New. Call it before Start.
 func (t *Tracker) ReadThrough(cfg *rest.Config) error {
+	cfg = http1(cfg)
 	specs, err := specClientFor(cfg)
 	if err != nil {
 		return err
