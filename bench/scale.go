@@ -237,12 +237,19 @@ func (b *bench) daemonLevel(ctx context.Context, base []string, lv *level, stead
 		// each start-up, not minutes apart from all of them: the same
 		// LIST took from 2.3 to 6.4 s within one run, as the machine's
 		// pace moved, and a reference read at another time than its
-		// figure moves the ratio with it.
+		// figure moves the ratio with it. Each begins from a quiet
+		// control plane, so that neither pays for the other's aftermath.
+		if err := b.quiet(ctx, "the bare LIST"); err != nil {
+			return err
+		}
 		listed, err := b.bareList(lv.Objects, r)
 		if err != nil {
 			return err
 		}
 		lv.RefListed = append(lv.RefListed, listed)
+		if err := b.quiet(ctx, "the start-up"); err != nil {
+			return err
+		}
 		d, counted, m, err := b.daemonRun(ctx, lv, r)
 		if err != nil {
 			return err
@@ -321,6 +328,9 @@ func (b *bench) referenceLevel(ctx context.Context, lv *level, steady bool) erro
 		return nil
 	}
 	for r := range b.runs {
+		if err := b.quiet(ctx, "the reference"); err != nil {
+			return err
+		}
 		p, err := startProc("ref", fmt.Sprintf("%s/ref-%d-%d.log", b.env.workDir, n, r), b.refBin, "--kubeconfig", b.env.adminKubeconfig)
 		if err != nil {
 			return err

@@ -744,3 +744,16 @@ func (c *Cluster) Signal(name string, sig syscall.Signal) error {
 	}
 	return fmt.Errorf("signal %s: %s is not running", sig, name)
 }
+
+// PID returns the process ID of the named process ("etcd",
+// "kube-apiserver", ...), for readings of its CPU time.
+func (c *Cluster) PID(name string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.name == name && p.cmd != nil && p.cmd.Process != nil {
+			return p.cmd.Process.Pid, nil
+		}
+	}
+	return 0, fmt.Errorf("%s is not running", name)
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// What a quiet control plane is: the API server and etcd together spend
+// less than quietShare of one core over quietWindow. A start-up, and the
+// LIST it is measured against, each begin from one; the wait ends after
+// quietTimeout regardless, and the share then is logged.
+const (
+	quietShare   = 0.05
+	quietWindow  = time.Second
+	quietTimeout = 30 * time.Second
+)
+
+// waitQuiet waits until the processes pids have together spent less than
+// share of a core over a window, or timeout passes, and returns their
+// share over the last window; an error only if a process cannot be read.
+//
+// Right after a LIST of 100,000 objects, or a daemon's exit, the API
+// server still has work of its own (its garbage collector, the watches
+// it closes), and the measurement that started next paid for it: the LIST
+// for the last daemon's, the daemon for the LIST's.
+func waitQuiet(ctx context.Context, pids []int, share float64, window, timeout time.Duration) (float64, error) {
+	deadline := time.Now().Add(timeout)
+	last, err := cpuOf(pids)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(window):
+		}
+		now, err := cpuOf(pids)
+		if err != nil {
+			return 0, err
+		}
+		got := (now - last).Seconds() / window.Seconds()
+		if got < share || !time.Now().Before(deadline) {
+			return got, nil
+		}
+		last = now
+	}
+}
+
+// cpuOf is the CPU time the processes pids have spent, together.
+func cpuOf(pids []int) (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range pids {
+		t, err := cpuTime(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += t
+	}
+	return total, nil
+}
+
+// quiet waits for a quiet control plane (waitQuiet) before the
+// measurement what, and logs how quiet it got.
+func (b *bench) quiet(ctx context.Context, what string) error {
+	var pids []int
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		pid, err := b.env.cluster.PID(name)
+		if err != nil {
+			return fmt.Errorf("before %s: %w", what, err)
+		}
+		pids = append(pids, pid)
+	}
+	began := time.Now()
+	share, err := waitQuiet(ctx, pids, quietShare, quietWindow, quietTimeout)
+	if err != nil {
+		return fmt.Errorf("before %s: %w", what, err)
+	}
+	b.logf("before %s: the API server and etcd at %.0f %% of a core, after %s", what, 100*share, time.Since(began).Round(100*time.Millisecond))
+	return nil
+}
