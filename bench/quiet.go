@@ -20,10 +20,10 @@ const (
 // share of a core over a window, or timeout passes, and returns their
 // share over the last window; an error only if a process cannot be read.
 //
-// Right after a LIST of 100,000 objects, or a daemon's exit, the API
-// server still has work of its own (its garbage collector, the watches
-// it closes), and the measurement that started next paid for it: the LIST
-// for the last daemon's, the daemon for the LIST's.
+// A measurement that began while the API server still worked off the one
+// before (a LIST of 100,000 objects, a daemon's exit) would pay for it;
+// waiting makes each begin from the same state, and the log shows what
+// that state was.
 func waitQuiet(ctx context.Context, pids []int, share float64, window, timeout time.Duration) (float64, error) {
 	deadline := time.Now().Add(timeout)
 	last, err := cpuOf(pids)

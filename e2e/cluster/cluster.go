@@ -732,28 +732,35 @@ current-context: shardkeeper-e2e
 // Signal sends sig to the named process ("etcd", "kube-apiserver", ...):
 // SIGSTOP and SIGCONT pause and resume it, for fault tests.
 func (c *Cluster) Signal(name string, sig syscall.Signal) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.name == name && p.cmd != nil && p.cmd.Process != nil {
-			if err := p.cmd.Process.Signal(sig); err != nil {
-				return fmt.Errorf("signal %s to %s: %w", sig, name, err)
-			}
-			return nil
-		}
+	p := c.running(name)
+	if p == nil {
+		return fmt.Errorf("signal %s: %s is not running", sig, name)
 	}
-	return fmt.Errorf("signal %s: %s is not running", sig, name)
+	if err := p.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s to %s: %w", sig, name, err)
+	}
+	return nil
 }
 
 // PID returns the process ID of the named process ("etcd",
 // "kube-apiserver", ...), for readings of its CPU time.
 func (c *Cluster) PID(name string) (int, error) {
+	p := c.running(name)
+	if p == nil {
+		return 0, fmt.Errorf("%s is not running", name)
+	}
+	return p.Pid, nil
+}
+
+// running returns the named process's OS process, nil if it is not
+// running.
+func (c *Cluster) running(name string) *os.Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
 		if p.name == name && p.cmd != nil && p.cmd.Process != nil {
-			return p.cmd.Process.Pid, nil
+			return p.cmd.Process
 		}
 	}
-	return 0, fmt.Errorf("%s is not running", name)
+	return nil
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // http1 returns a copy of cfg whose clients speak HTTP/1.1 only, one
-// connection per request in flight: the mapped objects' watches and lists
-// are read that way.
+// connection per request in flight, dialled with keepalive unless cfg has
+// a dialer of its own: the mapped objects' watches and lists are read that
+// way.
 //
 // Over HTTP/2 every watch shares one connection, and the bulk of the
 // daemon's traffic is the initial state of each mapped kind: an object per
