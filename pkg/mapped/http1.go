@@ -25,9 +25,13 @@ import (
 // keepalive stands in for it.
 //
 // client-go configures HTTP/2 only when the TLS config offers "h2"
-// (allowsHTTP2 in k8s.io/apimachinery/pkg/util/net/http.go), and keys its
-// cached transports by NextProtos, so these clients get a transport of
-// their own.
+// (allowsHTTP2 in k8s.io/apimachinery/pkg/util/net/http.go). It never
+// shares a transport built around a caller's dialer, whether set here or
+// by the caller: rest's TransportConfig wraps each Dial in a new
+// DialHolder, which its transport cache takes into the key
+// (k8s.io/client-go/rest/transport.go, transport/cache.go). So every
+// client made from the returned config has a connection pool of its own,
+// apart from the HTTP/2 one that the rest of the daemon shares.
 func http1(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.NextProtos = []string{"http/1.1"}
