@@ -149,6 +149,10 @@ type level struct {
 	// RefListed: a bare paged metadata LIST of the same objects (bench/ref
 	// --list), from its process start to its last page, one entry per run
 	RefListed []time.Duration
+	// The API server's CPU during each bare LIST and during each of the
+	// daemon's start-ups to every object counted, and the daemon's own
+	// CPU by then, one entry per run: where a start-up's time went.
+	APIListCPU, APIStartCPU, StartCPU []time.Duration
 	// reference, one entry per run
 	RefSynced      []time.Duration
 	RefMem         []memory
@@ -242,15 +246,31 @@ func (b *bench) daemonLevel(ctx context.Context, base []string, lv *level, stead
 		if err := b.quiet(ctx, "the bare LIST"); err != nil {
 			return err
 		}
+		api, err := b.env.cluster.PID("kube-apiserver")
+		if err != nil {
+			return err
+		}
+		before, err := cpuTime(api)
+		if err != nil {
+			return err
+		}
 		listed, err := b.bareList(lv.Objects, r)
 		if err != nil {
 			return err
 		}
+		after, err := cpuTime(api)
+		if err != nil {
+			return err
+		}
 		lv.RefListed = append(lv.RefListed, listed)
+		lv.APIListCPU = append(lv.APIListCPU, after-before)
 		if err := b.quiet(ctx, "the start-up"); err != nil {
 			return err
 		}
-		d, counted, m, err := b.daemonRun(ctx, lv, r)
+		if before, err = cpuTime(api); err != nil {
+			return err
+		}
+		d, counted, m, err := b.daemonRun(ctx, lv, r, api, before)
 		if err != nil {
 			return err
 		}
@@ -276,9 +296,11 @@ func (b *bench) daemonLevel(ctx context.Context, base []string, lv *level, stead
 }
 
 // daemonRun is the r-th run of the daemon at lv's object count: it starts
-// one, records its start-up and memory in lv, and returns it still running,
-// with when it counted every object and its metrics then.
-func (b *bench) daemonRun(ctx context.Context, lv *level, r int) (*daemon, time.Time, samples, error) {
+// one, records its start-up, its CPU and the API server's (the process
+// api, at apiBefore when the daemon started) to every object counted, and
+// its memory in lv, and returns it still running, with when it counted
+// every object and its metrics then.
+func (b *bench) daemonRun(ctx context.Context, lv *level, r, api int, apiBefore time.Duration) (*daemon, time.Time, samples, error) {
 	d, err := b.env.startDaemon(ctx, b.daemonBin, b.daemonArgs)
 	if err != nil {
 		return nil, time.Time{}, nil, err
@@ -293,6 +315,18 @@ func (b *bench) daemonRun(ctx context.Context, lv *level, r int) (*daemon, time.
 		d.stop()
 		return nil, time.Time{}, nil, err
 	}
+	apiAfter, err := cpuTime(api)
+	if err != nil {
+		d.stop()
+		return nil, time.Time{}, nil, err
+	}
+	own, err := cpuTime(d.pid())
+	if err != nil {
+		d.stop()
+		return nil, time.Time{}, nil, err
+	}
+	lv.APIStartCPU = append(lv.APIStartCPU, apiAfter-apiBefore)
+	lv.StartCPU = append(lv.StartCPU, own)
 	lv.Ready = append(lv.Ready, ready.Sub(d.started))
 	lv.Counted = append(lv.Counted, counted.Sub(d.started))
 	mem, err := b.settledMemory(d.proc)
