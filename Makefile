@@ -233,7 +233,8 @@ HELM           := HELM_CACHE_HOME=$(BIN)/.helm/cache HELM_CONFIG_HOME=$(BIN)/.he
 CHART_SCHEMA_REFUSES   := 'shards=Bad_ID' 'shards=a-very-long-shard-id-of-more-than-forty-chars' 'shards={shard0,Bad_ID}' \
   'replicaCount=two' 'logLevel=trace' 'presets.flux.namespace=Flux_System' 'shards[0].id=gpu,shards[0].image=evil' 'unknownKey=1' \
   'resources.limits.memory=lots' 'extraSourceMetricsServices[0]=no-service-named' 'extraSourceRequiredArgs[0]=ns/name=not-a-flag' \
-  'placement.failoverAfter=soon' 'presets.flux.shardKey=Sharding.fluxcd.io/key' 'presets.flux.shardKey=sharding.fluxcd.io/'
+  'placement.failoverAfter=soon' 'presets.flux.shardKey=Sharding.fluxcd.io/key' 'presets.flux.shardKey=sharding.fluxcd.io/' \
+  'kubeAPI.initialList=watch'
 CHART_TEMPLATE_REFUSES := 'presets.fleet.enabled=false' 'leaderElection.enabled=false' 'metrics.serviceMonitor.enabled=true' \
   'metrics.prometheusRule.enabled=true' 'metrics.dashboard.enabled=true' \
   'image.repository=ghcr.io/shardkeeper/shardkeeper' 'shards=a-thirty-character-shard-id-xy' \
@@ -304,6 +305,11 @@ chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set 
 	  for want in '- --stamp' 'resourceNames: ["shardkeeper-stamp"]' 'parameterNotFoundAction: Allow' 'failurePolicy: Ignore'; do \
 	    grep -qF -- "$$want" <<<"$$out" || { echo "with the stamping policy: no $$want"; exit 1; }; done; \
 	  echo "stamping policy: rendered, with --stamp and its RBAC, only with placement where the cluster serves $(MAP_API)"
+	@if $(HELM) template shardkeeper $(CHART) --show-only templates/deployment.yaml | grep -q -- '--initial-list'; then \
+	    echo "--initial-list rendered with kubeAPI.initialList at its default"; exit 1; fi; \
+	  $(HELM) template shardkeeper $(CHART) --show-only templates/deployment.yaml --set kubeAPI.initialList=stream | \
+	    grep -qF -- '- --initial-list=stream' || { echo "kubeAPI.initialList=stream is not passed as --initial-list"; exit 1; }; \
+	  echo "kubeAPI.initialList: passed as --initial-list, and only when not auto"
 	@$(call chart-refuses,$(CHART_SCHEMA_REFUSES),don't meet the specifications of the schema,the schema)
 	@$(call chart-refuses,$(CHART_TEMPLATE_REFUSES),execution error,the chart's checks)
 

@@ -102,6 +102,7 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 	recorder := d.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
 
 	d.tracker = mapped.New(meta, disc, o.set.Mapped, d.mappedChanged)
+	d.tracker.SetInitialList(o.initialList)
 	// The kinds that derive objects or refer to sources are read whole, for
 	// the cross-shard warnings; the others metadata-only, skimmed.
 	if err := d.tracker.ReadThrough(cfg); err != nil {

@@ -43,7 +43,16 @@ type initialSync struct {
 	store syncingStore
 	// pageSize pages the list, where the API server does not stream.
 	pageSize int64
+	// pagesFirst lists in pages without asking for a stream (see
+	// readsPages) unless, with streamAbove set, the first page says more
+	// than streamAbove objects remain: those are streamed instead.
+	pagesFirst  bool
+	streamAbove int64
 }
+
+// errManyObjects stops a paged list whose first page says that more than
+// streamAbove objects remain.
+var errManyObjects = errors.New("more objects than pages are read for")
 
 var (
 	_ cache.ListerWatcher            = (*initialSync)(nil)
@@ -84,18 +93,28 @@ func (l *initialSync) WatchWithContext(ctx context.Context, o metav1.ListOptions
 }
 
 // ListWithContext implements cache.ListerWatcherWithContext. The initial
-// state streams as a watch (sendInitialEvents, beta and on from 1.32); an
-// API server that refuses that is listed in pages instead.
+// state is listed in pages with pagesFirst, unless there are more objects
+// than streamAbove; otherwise it streams as a watch (sendInitialEvents,
+// beta and on from 1.32), and an API server that refuses that is listed in
+// pages instead.
 func (l *initialSync) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 	if o.Continue != "" {
 		return nil, errors.New("a continued list: the initial state was taken whole from the first call")
 	}
 	l.store.beginSync()
-	rv, err := l.stream(ctx, o.ResourceVersion)
-	var status apierrors.APIStatus
-	if err != nil && errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
+	var rv string
+	var err error
+	if l.pagesFirst {
+		rv, err = l.pages(ctx, o.ResourceVersion, l.streamAbove)
+	}
+	if !l.pagesFirst || errors.Is(err, errManyObjects) {
 		l.store.beginSync()
-		rv, err = l.pages(ctx, o.ResourceVersion)
+		rv, err = l.stream(ctx, o.ResourceVersion)
+		var status apierrors.APIStatus
+		if err != nil && errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
+			l.store.beginSync()
+			rv, err = l.pages(ctx, o.ResourceVersion, 0)
+		}
 	}
 	if err != nil {
 		l.store.dropSync()
@@ -164,8 +183,10 @@ func (l *initialSync) event(ev watch.Event) (bool, string, error) {
 }
 
 // pages takes the initial state from a paged list and returns its
-// resourceVersion, each page's objects stripped before the next page.
-func (l *initialSync) pages(ctx context.Context, rv string) (string, error) {
+// resourceVersion, each page's objects stripped before the next page. It
+// returns errManyObjects, having taken one page, if streamAbove is set and
+// the first page says that more objects than that remain.
+func (l *initialSync) pages(ctx context.Context, rv string, streamAbove int64) (string, error) {
 	if rv == "0" {
 		// The watch cache answers "0" in one page, whatever the limit.
 		rv = ""
@@ -187,6 +208,9 @@ func (l *initialSync) pages(ctx context.Context, rv string) (string, error) {
 		if listed == "" {
 			// Every page is of the first page's snapshot.
 			listed = m.GetResourceVersion()
+			if n := m.GetRemainingItemCount(); streamAbove > 0 && n != nil && *n > streamAbove {
+				return "", errManyObjects
+			}
 		}
 		if err := meta.EachListItem(list, l.store.syncObject); err != nil {
 			return "", err

@@ -92,6 +92,15 @@ func added(name, shard string) watch.Event {
 	return watch.Event{Type: watch.Added, Object: obj("a", name, shard, false)}
 }
 
+// page is a page of a list of objects on shard s1.
+func page(rv, cont string, names ...string) *metav1.PartialObjectMetadataList {
+	p := &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}}
+	for _, n := range names {
+		p.Items = append(p.Items, *obj("a", n, "s1", false))
+	}
+	return p
+}
+
 func listRV(t *testing.T, got runtime.Object) string {
 	t.Helper()
 	list, ok := got.(*metav1.PartialObjectMetadataList)
@@ -136,13 +145,6 @@ func TestInitialSyncPagesWhereTheServerDoesNotStream(t *testing.T) {
 		"bad request": apierrors.NewBadRequest("sendInitialEvents is not supported"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			page := func(rv, cont string, names ...string) *metav1.PartialObjectMetadataList {
-				p := &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}}
-				for _, n := range names {
-					p.Items = append(p.Items, *obj("a", n, "s1", false))
-				}
-				return p
-			}
 			api := &fakeAPI{streams: []func() (watch.Interface, error){refused(err)},
 				pages: []*metav1.PartialObjectMetadataList{page("5", "next", "r1", "r2"), page("6", "", "r3")}}
 			s := newShardIndex("gitrepos", label, false, func() {})

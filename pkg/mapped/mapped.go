@@ -59,6 +59,13 @@ type Tracker struct {
 	// synced: gcRestored.
 	restoreGC  func()
 	gcRestored atomic.Bool
+	// initialList is how each kind's initial state is read, and pages
+	// and streamAbove what was decided of it when the first kind started
+	// (decided, see decideInitialList).
+	initialList InitialList
+	decided     sync.Once
+	pages       bool
+	streamAbove int64
 }
 
 type kind struct {
@@ -94,15 +101,16 @@ func discoveryDelay(attempt int) time.Duration {
 	return min(time.Second<<min(attempt, 6), maxDiscoveryDelay) // 64s is past the cap
 }
 
-// listPageSize pages a list, where the API server cannot stream the
-// initial state as a watch (before 1.32); each page is stripped before
-// the next is asked for (initialSync).
+// listPageSize pages the initial state where it is listed (see
+// readsPages) or the API server cannot stream it as a watch (before
+// 1.32); each page is stripped before the next is asked for
+// (initialSync).
 const listPageSize = 500
 
 // New returns a Tracker for kinds; onChange is called whenever a count may
 // have changed or a kind appeared or went.
 func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []source.MappedKind, onChange func()) *Tracker {
-	t := &Tracker{client: client, discovery: disc, restoreGC: func() {},
+	t := &Tracker{client: client, discovery: disc, restoreGC: func() {}, initialList: InitialListAuto,
 		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
 	t.onChange = func() {
 		t.endStartupGC()

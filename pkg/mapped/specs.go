@@ -498,11 +498,13 @@ func (t *Tracker) sourceShard(kind, namespace, name string) (crossref.Shard, boo
 // watchOf returns how to watch k's objects into index: as metadata, or,
 // for a kind whose spec the decisions read, as specObject into a
 // specIndex around index, which it returns too. Either way the initial
-// state streams into the store as it arrives (initialSync).
+// state goes into the store as it arrives, a page or an object at a time
+// (initialSync).
 func (t *Tracker) watchOf(k source.MappedKind, index *shardIndex) (cache.ListerWatcher, runtime.Object, cache.ReflectorStore, *specIndex) {
+	t.decided.Do(t.decideInitialList)
 	if t.specClient != nil && readsSpec(k) {
 		specs := newSpecIndex(k, index)
-		return &initialSync{lw: specListWatch(t.specClient, k.Resource), store: specs, pageSize: listPageSize}, &specObject{}, specs, specs
+		return &initialSync{lw: specListWatch(t.specClient, k.Resource), store: specs, pageSize: listPageSize, pagesFirst: t.pages, streamAbove: t.streamAbove}, &specObject{}, specs, specs
 	}
 	var lw *cache.ListWatch
 	if t.metaClient != nil {
@@ -518,5 +520,5 @@ func (t *Tracker) watchOf(k source.MappedKind, index *shardIndex) (cache.ListerW
 			},
 		}
 	}
-	return &initialSync{lw: lw, store: index, pageSize: listPageSize}, &metav1.PartialObjectMetadata{}, index, nil
+	return &initialSync{lw: lw, store: index, pageSize: listPageSize, pagesFirst: t.pages, streamAbove: t.streamAbove}, &metav1.PartialObjectMetadata{}, index, nil
 }

@@ -1,0 +1,74 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
+)
+
+// TestInitialStateEitherWay: the objects that exist before the daemon
+// starts are counted, and a HelmRelease's spec read, whether their initial
+// state is listed in pages (the default on this API server, 1.34 or
+// later) or streamed by a watch with sendInitialEvents (before 1.34).
+func TestInitialStateEitherWay(t *testing.T) {
+	for mode, logged := range map[string]string{
+		"pages":  "the mapped objects' initial state is listed in pages of 500",
+		"stream": "the mapped objects' initial state is streamed",
+	} {
+		t.Run(mode, func(t *testing.T) {
+			s := newScenario(t, "initial-"+mode, true)
+			require.NoError(t, installCRD(s.ctx, helmReleases))
+			// A shard of this test's own: the daemon counts every
+			// namespace's objects.
+			shard := "initial-" + mode
+			s.createConfigMap(shard)
+			for i := range 3 {
+				s.object(gitRepos, fmt.Sprintf("repo%d", i), fleetLabel, shard)
+			}
+			s.object(helmReleases, "plain", fluxLabel, shard)
+			// Its chart template has no shard label: a cross-shard
+			// reference, seen only in the spec.
+			hr := testfixture.Object(helmReleases, s.fleetNS, "podinfo", source.FluxShardKeyLabel, shard)
+			hr.Object["spec"] = map[string]any{"interval": "5m", "chart": map[string]any{"spec": map[string]any{
+				"chart": "podinfo", "sourceRef": map[string]any{"kind": "HelmRepository", "name": "podinfo"},
+			}}}
+			_, err := dyn.Resource(helmReleases).Namespace(s.fleetNS).Create(s.ctx, hr, metav1.CreateOptions{})
+			require.NoError(t, err)
+
+			s.start("--initial-list=" + mode)
+			s.waitShards(shard)
+			want := map[string]int{"gitrepos": 3, "helmreleases": 2}
+			eventually(t, time.Minute, "the status counts the objects made before the start", func() error {
+				for _, sh := range s.status().Shards {
+					if sh.ID == shard && maps.Equal(sh.Mapped, want) {
+						return nil
+					}
+				}
+				return fmt.Errorf("shards %+v", s.status().Shards)
+			})
+			named := "helmreleases " + s.fleetNS + "/podinfo"
+			eventually(t, time.Minute, "the status names the release", func() error {
+				c := s.status().Warnings.CrossShard
+				if c != nil && slices.ContainsFunc(c.Objects, func(o string) bool { return strings.HasPrefix(o, named+":") }) {
+					return nil
+				}
+				return fmt.Errorf("cross-shard warning %+v", c)
+			})
+			log, err := os.ReadFile(s.daemon.log)
+			require.NoError(t, err)
+			require.Contains(t, string(log), logged, "the daemon says how it read them")
+		})
+	}
+}

@@ -1,0 +1,36 @@
+package daemon
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+)
+
+func TestInitialListFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want mapped.InitialList
+		err  string
+	}{
+		{nil, mapped.InitialListAuto, ""},
+		{[]string{"--initial-list=pages"}, mapped.InitialListPages, ""},
+		{[]string{"--initial-list=stream"}, mapped.InitialListStream, ""},
+		{[]string{"--initial-list=watch"}, "", `--initial-list: initial list "watch": want auto, pages or stream`},
+	} {
+		o := &Options{}
+		fs := flag.NewFlagSet("shardkeeper", flag.ContinueOnError)
+		o.AddFlags(fs)
+		require.NoError(t, fs.Parse(tc.args))
+		err := o.Complete()
+		if tc.err != "" {
+			require.EqualError(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err, "%v", tc.args)
+		assert.Equal(t, tc.want, o.initialList, "%v", tc.args)
+	}
+}
