@@ -79,7 +79,7 @@ type env struct {
 
 func startEnv(ctx context.Context, binDir, workDir string, logf func(string, ...any)) (*env, error) {
 	c, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, WorkDir: filepath.Join(workDir, "cluster"), Workloads: true,
-		Users: auditedUsers, AuditPolicy: cluster.UserAuditPolicy(auditedUsers...), Logf: logf})
+		Users: auditedUsers, AuditPolicy: cluster.UserAuditPolicy(auditedUsers...), Profiling: true, Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}

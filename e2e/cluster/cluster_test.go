@@ -9,6 +9,8 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,12 +120,52 @@ func TestRestartAPIServer(t *testing.T) {
 	if _, err := client.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("get namespace after restart: %v", err)
 	}
+	if err := c.CollectAPIServerGarbage(ctx); err == nil {
+		t.Error("CollectAPIServerGarbage without Options.Profiling: no error")
+	}
 	if err := c.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	if err := c.Stop(); err != nil {
 		t.Fatalf("second stop: %v", err)
 	}
+}
+
+// TestCollectAPIServerGarbage checks that a forced collection is one the
+// API server's own metrics count.
+func TestCollectAPIServerGarbage(t *testing.T) {
+	c := cluster.StartForTest(t, cluster.Options{Profiling: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := newClient(t, c.Config())
+
+	before := apiServerGCs(ctx, t, client)
+	if err := c.CollectAPIServerGarbage(ctx); err != nil {
+		t.Fatalf("CollectAPIServerGarbage: %v", err)
+	}
+	if after := apiServerGCs(ctx, t, client); after <= before {
+		t.Errorf("go_gc_duration_seconds_count went from %d to %d across a forced collection", before, after)
+	}
+}
+
+// apiServerGCs is the API server's go_gc_duration_seconds_count.
+func apiServerGCs(ctx context.Context, t *testing.T, client kubernetes.Interface) int64 {
+	t.Helper()
+	body, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the API server's metrics: %v", err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go_gc_duration_seconds_count "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("go_gc_duration_seconds_count %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("the API server's metrics hold no go_gc_duration_seconds_count")
+	return 0
 }
 
 // auditedUser is the user TestAuditPolicy's policy logs the requests of.
