@@ -458,8 +458,8 @@ func metaListWatch(client rest.Interface, gvr schema.GroupVersionResource) *cach
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			list := &metav1.PartialObjectMetadataList{}
-			err := client.Get().AbsPath(base).SetHeader("Accept", acceptPartialList).
-				VersionedParams(&o, metav1.ParameterCodec).Do(ctx).Into(list)
+			req := client.Get().AbsPath(base).SetHeader("Accept", acceptPartialList).VersionedParams(&o, metav1.ParameterCodec)
+			err := readList(ctx, req, func(body []byte) error { return decodeMetaList(body, list) })
 			if err != nil {
 				return nil, fmt.Errorf("listing %s: %w", gvr.Resource, err)
 			}

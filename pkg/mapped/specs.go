@@ -416,7 +416,8 @@ func specListWatch(client rest.Interface, gvr schema.GroupVersionResource) *cach
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			list := &specObjectList{}
-			err := client.Get().AbsPath(base).VersionedParams(&o, metav1.ParameterCodec).Do(ctx).Into(list)
+			req := client.Get().AbsPath(base).VersionedParams(&o, metav1.ParameterCodec)
+			err := readList(ctx, req, func(body []byte) error { return skimList(body, list) })
 			if err != nil {
 				return nil, fmt.Errorf("listing %s: %w", gvr.Resource, err)
 			}
