@@ -84,6 +84,7 @@ func render(w io.Writer, name string, r *results) error {
 		"rss":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.RSS }) },
 		"hwm":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.HWM }) },
 		"join":    strings.Join,
+		"counts":  counts,
 		"last":    func(s []string) string { return s[len(s)-1] },
 		"list":    list,
 		"at":      at,
@@ -316,6 +317,15 @@ func ratioCI(a, b any) string {
 }
 
 // list writes a map as "key: value, ...", in the order of its keys.
+// counts is one count a run, in the order of the runs.
+func counts(n []int) string {
+	out := make([]string, len(n))
+	for i, v := range n {
+		out[i] = strconv.Itoa(v)
+	}
+	return strings.Join(out, ", ")
+}
+
 func list(m any) string {
 	v := reflect.ValueOf(m)
 	keys := v.MapKeys()

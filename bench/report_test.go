@@ -85,6 +85,7 @@ func handMade() *results {
 				MemSteady:  memory{55 * MiB, 55 * MiB}, HeapSteady: 19 << 20, SteadyAfter: 70 * sec,
 				RefListed: []time.Duration{600 * ms, 640 * ms}, RefSynced: []time.Duration{370 * ms, 250 * ms}, RefMem: []memory{{600 * MiB, 610 * MiB}, {620 * MiB, 630 * MiB}},
 				APIListCPU: []time.Duration{900 * ms, 950 * ms}, APIStartCPU: []time.Duration{1100 * ms, 1000 * ms}, StartCPU: []time.Duration{700 * ms, 650 * ms},
+				APIListGCs: []int{0, 1}, APIStartGCs: []int{0, 0},
 				RefSteady: memory{615 * MiB, 630 * MiB}, RefSteadyAfter: 124 * sec,
 				AddMean: []time.Duration{24 * ms, 22 * ms, 23 * ms}, RemoveMean: []time.Duration{28 * ms, 27 * ms, 29 * ms},
 				AddN: []int{10, 11, 10}, RemoveN: []int{2, 2, 2}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -153,6 +154,11 @@ type level struct {
 	// daemon's start-ups to every object counted, and the daemon's own
 	// CPU by then, one entry per run: where a start-up's time went.
 	APIListCPU, APIStartCPU, StartCPU []time.Duration
+	// The API server's garbage collections during each bare LIST and each
+	// start-up (its go_gc_duration_seconds_count), one entry per run: a
+	// collection slows its handlers while it marks, and tells a slow run
+	// apart from a slow daemon.
+	APIListGCs, APIStartGCs []int
 	// reference, one entry per run
 	RefSynced      []time.Duration
 	RefMem         []memory
@@ -243,34 +249,14 @@ func (b *bench) daemonLevel(ctx context.Context, base []string, lv *level, stead
 		// pace moved, and a reference read at another time than its
 		// figure moves the ratio with it. Each begins from a quiet
 		// control plane, so that neither pays for the other's aftermath.
-		if err := b.quiet(ctx, "the bare LIST"); err != nil {
-			return err
-		}
 		api, err := b.env.cluster.PID("kube-apiserver")
 		if err != nil {
 			return err
 		}
-		before, err := cpuTime(api)
-		if err != nil {
+		if err := b.listRun(ctx, lv, r, api); err != nil {
 			return err
 		}
-		listed, err := b.bareList(lv.Objects, r)
-		if err != nil {
-			return err
-		}
-		after, err := cpuTime(api)
-		if err != nil {
-			return err
-		}
-		lv.RefListed = append(lv.RefListed, listed)
-		lv.APIListCPU = append(lv.APIListCPU, after-before)
-		if err := b.quiet(ctx, "the start-up"); err != nil {
-			return err
-		}
-		if before, err = cpuTime(api); err != nil {
-			return err
-		}
-		d, counted, m, err := b.daemonRun(ctx, lv, r, api, before)
+		d, counted, m, err := b.startRun(ctx, lv, r, api)
 		if err != nil {
 			return err
 		}
@@ -295,12 +281,104 @@ func (b *bench) daemonLevel(ctx context.Context, base []string, lv *level, stead
 	return nil
 }
 
+// listRun is the r-th bare LIST at lv's object count, from a quiet
+// control plane, with the API server's (the process api) CPU and
+// collections during it.
+func (b *bench) listRun(ctx context.Context, lv *level, r, api int) error {
+	if err := b.quiet(ctx, "the bare LIST"); err != nil {
+		return err
+	}
+	mark, err := b.markAPI(ctx, api)
+	if err != nil {
+		return err
+	}
+	listed, err := b.bareList(lv.Objects, r)
+	if err != nil {
+		return err
+	}
+	cpu, gcs, err := b.sinceAPI(ctx, mark)
+	if err != nil {
+		return err
+	}
+	lv.RefListed = append(lv.RefListed, listed)
+	lv.APIListCPU = append(lv.APIListCPU, cpu)
+	lv.APIListGCs = append(lv.APIListGCs, gcs)
+	return nil
+}
+
+// startRun is daemonRun from a quiet control plane.
+func (b *bench) startRun(ctx context.Context, lv *level, r, api int) (*daemon, time.Time, samples, error) {
+	if err := b.quiet(ctx, "the start-up"); err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	mark, err := b.markAPI(ctx, api)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	return b.daemonRun(ctx, lv, r, mark)
+}
+
+// apiMark is the API server's CPU time and collections at the start of a
+// measurement.
+type apiMark struct {
+	pid int
+	cpu time.Duration
+	gcs int
+}
+
+// markAPI reads the API server's (the process pid) collections, then its
+// CPU time: the scrape of its metrics is work of the API server's, and
+// stays outside the window.
+func (b *bench) markAPI(ctx context.Context, pid int) (apiMark, error) {
+	gcs, err := b.apiServerGCs(ctx)
+	if err != nil {
+		return apiMark{}, err
+	}
+	cpu, err := cpuTime(pid)
+	if err != nil {
+		return apiMark{}, err
+	}
+	return apiMark{pid: pid, cpu: cpu, gcs: gcs}, nil
+}
+
+// sinceAPI is the API server's CPU time and collections since mark, its
+// CPU read first, for the reason markAPI gives.
+func (b *bench) sinceAPI(ctx context.Context, mark apiMark) (time.Duration, int, error) {
+	cpu, err := cpuTime(mark.pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	gcs, err := b.apiServerGCs(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return cpu - mark.cpu, gcs - mark.gcs, nil
+}
+
+// apiServerGCs is the API server's go_gc_duration_seconds_count.
+func (b *bench) apiServerGCs(ctx context.Context) (int, error) {
+	c, err := rest.HTTPClientFor(b.env.cfg)
+	if err != nil {
+		return 0, err
+	}
+	m, err := scrapeWith(ctx, c, b.env.host+"/metrics", b.env.token)
+	if err != nil {
+		return 0, fmt.Errorf("the API server's collections: %w", err)
+	}
+	for _, s := range m {
+		if s.name == "go_gc_duration_seconds_count" {
+			return int(s.value), nil
+		}
+	}
+	return 0, errors.New("the API server's metrics hold no go_gc_duration_seconds_count")
+}
+
 // daemonRun is the r-th run of the daemon at lv's object count: it starts
-// one, records its start-up, its CPU and the API server's (the process
-// api, at apiBefore when the daemon started) to every object counted, and
-// its memory in lv, and returns it still running, with when it counted
-// every object and its metrics then.
-func (b *bench) daemonRun(ctx context.Context, lv *level, r, api int, apiBefore time.Duration) (*daemon, time.Time, samples, error) {
+// one, records its start-up, its CPU and the API server's CPU and
+// collections (since mark, taken as the daemon started) to every object
+// counted, and its memory in lv, and returns it still running, with when
+// it counted every object and its metrics then.
+func (b *bench) daemonRun(ctx context.Context, lv *level, r int, mark apiMark) (*daemon, time.Time, samples, error) {
 	d, err := b.env.startDaemon(ctx, b.daemonBin, b.daemonArgs)
 	if err != nil {
 		return nil, time.Time{}, nil, err
@@ -315,17 +393,18 @@ func (b *bench) daemonRun(ctx context.Context, lv *level, r, api int, apiBefore 
 		d.stop()
 		return nil, time.Time{}, nil, err
 	}
-	apiAfter, err := cpuTime(api)
-	if err != nil {
-		d.stop()
-		return nil, time.Time{}, nil, err
-	}
 	own, err := cpuTime(d.pid())
 	if err != nil {
 		d.stop()
 		return nil, time.Time{}, nil, err
 	}
-	lv.APIStartCPU = append(lv.APIStartCPU, apiAfter-apiBefore)
+	apiCPU, apiGCs, err := b.sinceAPI(ctx, mark)
+	if err != nil {
+		d.stop()
+		return nil, time.Time{}, nil, err
+	}
+	lv.APIStartCPU = append(lv.APIStartCPU, apiCPU)
+	lv.APIStartGCs = append(lv.APIStartGCs, apiGCs)
 	lv.StartCPU = append(lv.StartCPU, own)
 	lv.Ready = append(lv.Ready, ready.Sub(d.started))
 	lv.Counted = append(lv.Counted, counted.Sub(d.started))
