@@ -316,7 +316,6 @@ func ratioCI(a, b any) string {
 	return fmt.Sprintf("%s (%.2f–%.2f)", r, lo, hi)
 }
 
-// list writes a map as "key: value, ...", in the order of its keys.
 // counts is one count a run, in the order of the runs.
 func counts(n []int) string {
 	out := make([]string, len(n))
@@ -326,6 +325,7 @@ func counts(n []int) string {
 	return strings.Join(out, ", ")
 }
 
+// list writes a map as "key: value, ...", in the order of its keys.
 func list(m any) string {
 	v := reflect.ValueOf(m)
 	keys := v.MapKeys()
