@@ -67,9 +67,7 @@ type placementBurst struct {
 }
 
 // Flow writes Settings on one line, as a YAML flow mapping.
-func (p *placementBurst) Flow() string {
-	return "{" + strings.Join(strings.Split(strings.TrimSpace(p.Settings), "\n"), ", ") + "}"
-}
+func (p *placementBurst) Flow() string { return flow(p.Settings) }
 
 // burstRun is one burst, timed from just before its first create.
 type burstRun struct {

@@ -50,14 +50,26 @@ const (
 const refWriters = 8
 
 // placementKinds are the mapped kinds placement labels, with their shard
-// labels; objects alternate between them.
+// labels; objects alternate between them. GitRepos alone: the part times
+// placement's writes against a labeller that sends one patch per object,
+// and GitRepos are the kind placement spreads object by object with one
+// patch each. Flux's kinds are placed by namespace (the HelmReleases of
+// one namespace move as one unit, to one shard), and a HelmRelease's or a
+// HelmOp's move reads the object first, for the labels it writes into its
+// spec (source.MappedKind.SpecLabels).
 var placementKinds = []struct {
 	gvr   schema.GroupVersionResource
 	label string
 }{
 	{testfixture.GitRepos, source.FleetShardRefLabel},
-	{testfixture.HelmReleases, source.FluxShardKeyLabel},
 }
+
+// placementPacing is the placement setting of the part beside its scope:
+// the bursts' pacing, 100 moves a second, twice the client's QPS, so that
+// the client's rate limiter bounds the daemon as it does the reference.
+// The defaults pace the assignment of objects that the unsharded
+// controllers serve, as the part's are, at 50 per 30 s.
+const placementPacing = burstPacing
 
 // placementIDs returns the IDs of n placement shards: p00, p01, ...
 func placementIDs(n int) []string {
@@ -93,13 +105,24 @@ type placementRun struct {
 // placementResult is the placement part: its settings and every run.
 type placementResult struct {
 	Objects, Shards int
-	QPS             float32
-	Burst           int
-	Quiet           time.Duration
-	Runs            []*placementRun
+	// Settings is the placement setting of the runs.
+	Settings string
+	QPS      float32
+	Burst    int
+	Quiet    time.Duration
+	Runs     []*placementRun
 	// Bursts are the bursts with and without the stamping policy; nil when
 	// not measured.
 	Bursts *placementBurst `json:",omitempty"`
+}
+
+// Flow writes Settings on one line, as a YAML flow mapping.
+func (p *placementResult) Flow() string { return flow(p.Settings) }
+
+// flow writes a placement setting of one key a line as a YAML flow
+// mapping, on one line.
+func flow(settings string) string {
+	return "{" + strings.Join(strings.Split(strings.TrimSpace(settings), "\n"), ", ") + "}"
 }
 
 // balance returns the largest load over the mean load of ids.
@@ -149,7 +172,8 @@ func clientLimits(args []string) (float32, int) {
 func (b *bench) runPlacement(ctx context.Context) (err error) {
 	ids := placementIDs(b.placementShards)
 	qps, burst := clientLimits(b.daemonArgs)
-	pr := &placementResult{Objects: b.placementObjects, Shards: len(ids), QPS: qps, Burst: burst, Quiet: 10 * time.Second}
+	pr := &placementResult{Objects: b.placementObjects, Shards: len(ids), Settings: "namespaces: [" + placeNS + "]\n" + placementPacing,
+		QPS: qps, Burst: burst, Quiet: 10 * time.Second}
 	b.res.Placement = pr
 	if err := b.env.createNamespaces(ctx, placeNS, placeRefNS); err != nil {
 		return err
@@ -220,7 +244,7 @@ func (b *bench) placementShardsReady(ctx context.Context, d *daemon, ids []strin
 		return 0, err
 	}
 	b.logf("placement: %d shards, scope namespaces [%s]", len(ids), placeNS)
-	if err := b.env.setPlacement(ctx, ids, "namespaces: ["+placeNS+"]"); err != nil {
+	if err := b.env.setPlacement(ctx, ids, b.res.Placement.Settings); err != nil {
 		return 0, err
 	}
 	if err := b.env.waitShardsReady(ctx, ids, 10*time.Minute); err != nil {
@@ -395,8 +419,8 @@ type placed struct {
 }
 
 // placeObjects starts a watch on the mapped kinds of ns, creates
-// b.placementObjects objects there without a shard label (half GitRepos,
-// half HelmReleases, as testfixture.Object makes them) with b.writers writers
+// b.placementObjects objects there without a shard label (placementKinds
+// in turn, as testfixture.Object makes them) with b.writers writers
 // at b.writeQPS, and waits until every one carries a shard label. It
 // returns the time of the first create, of the last create's response and
 // of the watch event that brought the last label, with the label each
@@ -416,7 +440,7 @@ func (b *bench) placeObjects(ctx context.Context, ns, prefix string, abort conte
 	defer w.stop()
 	want := map[string]bool{}
 	for i := range n {
-		want[placementKinds[i%2].gvr.Resource+"/"+fmt.Sprintf("%s-%06d", prefix, i)] = true
+		want[placementKinds[i%len(placementKinds)].gvr.Resource+"/"+fmt.Sprintf("%s-%06d", prefix, i)] = true
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -453,8 +477,8 @@ func (b *bench) placeObjects(ctx context.Context, ns, prefix string, abort conte
 	return p, nil
 }
 
-// createUnlabelled creates n objects prefix-000000, ... in ns, alternately
-// GitRepos and HelmReleases, each testfixture.Object without its shard label,
+// createUnlabelled creates n objects prefix-000000, ... in ns, of
+// placementKinds in turn, each testfixture.Object without its shard label,
 // with b.writers concurrent writers at b.writeQPS (as the scale part's).
 func (b *bench) createUnlabelled(ctx context.Context, ns, prefix string, n int) error {
 	dyn, err := dynamic.NewForConfig(b.env.config(float32(b.writeQPS), b.writeQPS))
@@ -462,7 +486,7 @@ func (b *bench) createUnlabelled(ctx context.Context, ns, prefix string, n int) 
 		return err
 	}
 	return b.inParallel(ctx, 0, n, func(i int) error {
-		k := placementKinds[i%2]
+		k := placementKinds[i%len(placementKinds)]
 		obj := testfixture.Object(k.gvr, ns, fmt.Sprintf("%s-%06d", prefix, i), k.label, "")
 		obj.SetLabels(nil)
 		return createRetried(ctx, dyn, k.gvr, obj)
