@@ -202,7 +202,7 @@ func burstThreshold(setting string, n, shards int) (int, error) {
 // daemon now running, for the part's cleanup.
 func (b *bench) runBursts(ctx context.Context, d *daemon, ids []string, base float64) (*daemon, error) {
 	n := b.placementBurst
-	setting := "namespaces: [" + placeNS + "]\n" + burstPacing
+	setting := placementSetting()
 	threshold, err := burstThreshold(setting, n, len(ids))
 	if err != nil {
 		return d, err

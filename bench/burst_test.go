@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 )
 
 func TestSpreadTracker(t *testing.T) {
@@ -74,4 +76,13 @@ func TestBornCount(t *testing.T) {
 	n, loads = c.total()
 	assert.Equal(t, 3, n)
 	assert.Equal(t, map[string]int{"p00": 2, "p01": 1}, loads)
+}
+
+func TestPlacementPacingOutrunsTheClient(t *testing.T) {
+	p, err := shardconfig.ParsePlacement(placementSetting())
+	require.NoError(t, err)
+	perSecond := float64(p.MaxMoves) / p.Interval.Seconds()
+	assert.Greater(t, perSecond, float64(daemonQPS),
+		"the placement part times placement against the client's rate limit: its pacing must not bind first")
+	assert.Equal(t, []string{placeNS}, p.Namespaces)
 }

@@ -50,7 +50,7 @@ const (
 const refWriters = 8
 
 // placementKinds are the mapped kinds placement labels, with their shard
-// labels; objects alternate between them. GitRepos alone: the part times
+// labels; objects take them in turn. GitRepos alone: the part times
 // placement's writes against a labeller that sends one patch per object,
 // and GitRepos are the kind placement spreads object by object with one
 // patch each. Flux's kinds are placed by namespace (the HelmReleases of
@@ -64,12 +64,13 @@ var placementKinds = []struct {
 	{testfixture.GitRepos, source.FleetShardRefLabel},
 }
 
-// placementPacing is the placement setting of the part beside its scope:
-// the bursts' pacing, 100 moves a second, twice the client's QPS, so that
-// the client's rate limiter bounds the daemon as it does the reference.
-// The defaults pace the assignment of objects that the unsharded
-// controllers serve, as the part's are, at 50 per 30 s.
-const placementPacing = burstPacing
+// placementSetting is the placement setting of the part's runs and of its
+// bursts: a scope of placeNS alone, with the bursts' pacing (burstPacing),
+// 100 moves a second, twice the client's QPS, so that the client's rate
+// limiter bounds the daemon as it does the reference. The defaults pace
+// the assignment of objects that the unsharded controllers serve, as the
+// part's are, at 50 per 30 s.
+func placementSetting() string { return "namespaces: [" + placeNS + "]\n" + burstPacing }
 
 // placementIDs returns the IDs of n placement shards: p00, p01, ...
 func placementIDs(n int) []string {
@@ -172,7 +173,7 @@ func clientLimits(args []string) (float32, int) {
 func (b *bench) runPlacement(ctx context.Context) (err error) {
 	ids := placementIDs(b.placementShards)
 	qps, burst := clientLimits(b.daemonArgs)
-	pr := &placementResult{Objects: b.placementObjects, Shards: len(ids), Settings: "namespaces: [" + placeNS + "]\n" + placementPacing,
+	pr := &placementResult{Objects: b.placementObjects, Shards: len(ids), Settings: placementSetting(),
 		QPS: qps, Burst: burst, Quiet: 10 * time.Second}
 	b.res.Placement = pr
 	if err := b.env.createNamespaces(ctx, placeNS, placeRefNS); err != nil {
