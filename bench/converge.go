@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -151,6 +152,9 @@ type step struct {
 	// controller's status, Events, and the reconciles its watches bring);
 	// zero when not measured.
 	After time.Duration `json:",omitempty"`
+	// GC is what the controller's collections that started within the
+	// change cost (see gctrace.go); nil when not traced.
+	GC *gcShare `json:",omitempty"`
 	// at is just before the patch: where a timeline starts.
 	at time.Time
 }
@@ -318,12 +322,13 @@ func (w runWrites) exact() bool {
 func (b *bench) runConvergence(ctx context.Context) error {
 	// --profiling only opens the endpoint: nothing is profiled until the
 	// measured runs are over.
-	d, err := b.env.startCountedDaemon(ctx, b.daemonBin, append(slices.Clone(b.daemonArgs), "--profiling"))
+	traced := gcTraceEnv(os.Environ())
+	d, err := b.env.startCountedDaemon(ctx, b.daemonBin, append(slices.Clone(b.daemonArgs), "--profiling"), traced)
 	if err != nil {
 		return err
 	}
 	defer d.stop()
-	ideal, err := b.env.startIdeal(ctx, b.idealBin)
+	ideal, err := b.env.startIdeal(ctx, b.idealBin, traced)
 	if err != nil {
 		return err
 	}
@@ -342,8 +347,8 @@ func (b *bench) runConvergence(ctx context.Context) error {
 				return err
 			}
 			for _, ctl := range []convController{
-				{"the ideal controller", idealCM, IdealUser, ideal.pid(), idealNames, &c.IdealUp, &c.IdealDown, &c.IdealWrites},
-				{"shardkeeper", cmName, DaemonUser, d.pid(), clones, &c.DaemonUp, &c.DaemonDown, &c.DaemonWrites},
+				{"the ideal controller", idealCM, IdealUser, ideal, idealNames, &c.IdealUp, &c.IdealDown, &c.IdealWrites},
+				{"shardkeeper", cmName, DaemonUser, d.proc, clones, &c.DaemonUp, &c.DaemonDown, &c.DaemonWrites},
 			} {
 				if err := b.controllerRun(ctx, ctl, ids, r, settle); err != nil {
 					return err
@@ -368,10 +373,11 @@ func (b *bench) runConvergence(ctx context.Context) error {
 	return nil
 }
 
-// startCountedDaemon starts a daemon with extra arguments and waits until it
-// is ready and has counted the mapped objects (none); on error it stops it.
-func (e *env) startCountedDaemon(ctx context.Context, bin string, extra []string) (*daemon, error) {
-	d, err := e.startDaemon(ctx, bin, extra)
+// startCountedDaemon starts a daemon with extra arguments and the
+// environment environ (nil: the benchmark's own), and waits until it is
+// ready and has counted the mapped objects (none); on error it stops it.
+func (e *env) startCountedDaemon(ctx context.Context, bin string, extra, environ []string) (*daemon, error) {
+	d, err := e.startDaemonEnv(ctx, bin, extra, environ)
 	if err != nil {
 		return nil, err
 	}
@@ -387,11 +393,12 @@ func (e *env) startCountedDaemon(ctx context.Context, bin string, extra []string
 }
 
 // convController is a controller that convergence measures beside the
-// floor: the ConfigMap it follows, its audited user, its process, the
-// Deployments it makes for a shard list, and where its figures go.
+// floor: the ConfigMap it follows, its audited user, its process (started
+// with gcTraceEnv), the Deployments it makes for a shard list, and where
+// its figures go.
 type convController struct {
 	name, cm, user string
-	pid            int
+	proc           *proc
 	names          func([]string) map[string]bool
 	up, down       *[]step
 	writes         *writeRuns
@@ -405,12 +412,25 @@ func (b *bench) controllerRun(ctx context.Context, ctl convController, ids []str
 		from, to []string
 		out      *[]step
 	}{{"up", nil, ids, ctl.up}, {"down", ids, nil, ctl.down}} {
-		res, err := b.env.controllerStep(ctx, ctl.cm, ctl.pid, ctl.names, st.from, st.to, aftermath)
+		res, err := b.env.controllerStep(ctx, ctl.cm, ctl.proc.pid(), ctl.names, st.from, st.to, aftermath)
 		if err != nil {
 			return fmt.Errorf("%s, %d shards %s: %w", ctl.name, len(ids), st.dir, err)
 		}
+		// Read after the aftermath: a collection that started within the
+		// change has ended, and logged itself, by then.
+		gc, err := ctl.proc.collections(res.at, res.at.Add(res.Took))
+		switch {
+		case errors.Is(err, errTraceLineLost):
+			// The run's other figures stand; its collections are left out.
+			b.notef("convergence %d shards run %d: %s %s: %v", len(ids), r+1, ctl.name, st.dir, err)
+		case err != nil:
+			return err
+		default:
+			res.GC = &gc
+		}
 		*st.out = append(*st.out, res)
-		b.logf("convergence %d shards run %d: %s %s %s (CPU %s, %s in the %s after)", len(ids), r+1, ctl.name, st.dir, res.Took, res.CPU, res.After, aftermath)
+		b.logf("convergence %d shards run %d: %s %s %s (CPU %s; collections started in it: %d, %s; %s in the %s after)",
+			len(ids), r+1, ctl.name, st.dir, res.Took, res.CPU, gc.Count, gc.CPU, res.After, aftermath)
 		settle(ctl.name + " " + st.dir)
 	}
 	w, err := controllerWrites(b.env.auditLog, ctl.user, since, time.Now(), len(clones(ids)))

@@ -41,6 +41,12 @@ type proc struct {
 // startProc starts bin with args and logs its stderr and stdout to
 // logPath; its stdout lines are kept for waitLine and gcCount too.
 func startProc(name, logPath string, bin string, args ...string) (*proc, error) {
+	return startProcEnv(name, logPath, nil, bin, args...)
+}
+
+// startProcEnv is startProc with the environment environ (nil: the
+// benchmark's own).
+func startProcEnv(name, logPath string, environ []string, bin string, args ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -49,7 +55,9 @@ func startProc(name, logPath string, bin string, args ...string) (*proc, error) 
 	// The process's lifetime is not a context's: stop ends it with SIGTERM
 	// and a grace period, so that a daemon shuts down as it would in a
 	// cluster, and Pdeathsig ends it with the benchmark.
-	p.cmd = exec.Command(bin, args...) //nolint:noctx // ended by stop, with a grace period, not by a context
+	// The binary, its arguments and its environment are the benchmark's own.
+	p.cmd = exec.Command(bin, args...) //nolint:noctx,gosec // ended by stop, with a grace period, not by a context
+	p.cmd.Env = environ
 	p.cmd.Stderr = f
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -165,6 +173,12 @@ type daemon struct {
 var daemonSeq int
 
 func (e *env) startDaemon(ctx context.Context, bin string, extra []string) (*daemon, error) {
+	return e.startDaemonEnv(ctx, bin, extra, nil)
+}
+
+// startDaemonEnv is startDaemon with the environment environ (nil: the
+// benchmark's own).
+func (e *env) startDaemonEnv(ctx context.Context, bin string, extra, environ []string) (*daemon, error) {
 	pp, err := freePort(ctx)
 	if err != nil {
 		return nil, err
@@ -181,7 +195,7 @@ func (e *env) startDaemon(ctx context.Context, bin string, extra []string) (*dae
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", mp),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", pp),
 	}, extra...)
-	p, err := startProc("shardkeeper", filepath.Join(e.workDir, fmt.Sprintf("shardkeeper-%02d.log", daemonSeq)), bin, args...)
+	p, err := startProcEnv("shardkeeper", filepath.Join(e.workDir, fmt.Sprintf("shardkeeper-%02d.log", daemonSeq)), environ, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +206,9 @@ func (e *env) startDaemon(ctx context.Context, bin string, extra []string) (*dae
 const idealCM = "ideal"
 
 // startIdeal starts the ideal controller (bench/ideal) on the sources, with
-// its ConfigMap created empty, and waits until its watch runs.
-func (e *env) startIdeal(ctx context.Context, bin string) (*proc, error) {
+// its ConfigMap created empty and the environment environ (nil: the
+// benchmark's own), and waits until its watch runs.
+func (e *env) startIdeal(ctx context.Context, bin string, environ []string) (*proc, error) {
 	_, err := e.kube.CoreV1().ConfigMaps(fleetNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: idealCM}, Data: map[string]string{"shards": "[]"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -203,7 +218,7 @@ func (e *env) startIdeal(ctx context.Context, bin string) (*proc, error) {
 	for _, s := range sources() {
 		args = append(args, "--source", s.Namespace+"/"+s.Name)
 	}
-	p, err := startProc("ideal", filepath.Join(e.workDir, "ideal.log"), bin, args...)
+	p, err := startProcEnv("ideal", filepath.Join(e.workDir, "ideal.log"), environ, bin, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -81,6 +81,14 @@ func render(w io.Writer, name string, r *results) error {
 			}
 			return out
 		},
+		// traced are the runs whose collections were read (gctrace.go).
+		"gcCount": func(s []step) []int { return project(traced(s), func(s step) int { return s.GC.Count }) },
+		"gcCPU": func(s []step) []time.Duration {
+			return project(traced(s), func(s step) time.Duration { return s.GC.CPU })
+		},
+		"besideGC": func(s []step) []time.Duration {
+			return project(traced(s), func(s step) time.Duration { return s.CPU - s.GC.CPU })
+		},
 		"rss":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.RSS }) },
 		"hwm":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.HWM }) },
 		"join":    strings.Join,
@@ -157,6 +165,31 @@ func readResults(path string) (*results, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// GCTraced reports whether the run read the controllers' collections in
+// its changes: runs made before the bench traced them did not.
+func (r *results) GCTraced() bool {
+	for _, c := range r.Convergence {
+		for _, s := range [][]step{c.DaemonUp, c.DaemonDown, c.IdealUp, c.IdealDown} {
+			if len(traced(s)) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// traced are the steps whose collections were read: none of a run made
+// before the bench traced them.
+func traced(s []step) []step {
+	var out []step
+	for _, st := range s {
+		if st.GC != nil {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 func project[T, V any](in []T, f func(T) V) []V {

@@ -43,9 +43,11 @@ func handMade() *results {
 			Shards:  20,
 			FloorUp: []time.Duration{270 * ms, 280 * ms, 300 * ms}, FloorDown: []time.Duration{110 * ms, 120 * ms, 130 * ms},
 			FloorUpResp: []time.Duration{250 * ms, 260 * ms, 270 * ms}, FloorDownResp: []time.Duration{100 * ms, 100 * ms, 110 * ms},
-			IdealUp:      []step{{Took: 260 * ms, CPU: 40 * ms, After: 2 * ms}, {Took: 250 * ms, CPU: 50 * ms, After: 1 * ms}, {Took: 300 * ms, CPU: 40 * ms, After: 3 * ms}},
-			IdealDown:    []step{{Took: 120 * ms, CPU: 20 * ms}, {Took: 125 * ms, CPU: 20 * ms}, {Took: 130 * ms, CPU: 30 * ms}},
-			DaemonUp:     []step{{Took: 240 * ms, CPU: 44 * ms, After: 90 * ms}, {Took: 250 * ms, CPU: 52 * ms, After: 110 * ms}, {Took: 270 * ms, CPU: 45 * ms, After: 100 * ms}},
+			IdealUp: []step{{Took: 260 * ms, CPU: 40 * ms, After: 2 * ms, GC: &gcShare{1, 12 * ms}}, {Took: 250 * ms, CPU: 50 * ms, After: 1 * ms, GC: &gcShare{1, 20 * ms}},
+				{Took: 300 * ms, CPU: 40 * ms, After: 3 * ms, GC: &gcShare{2, 15 * ms}}},
+			IdealDown: []step{{Took: 120 * ms, CPU: 20 * ms}, {Took: 125 * ms, CPU: 20 * ms}, {Took: 130 * ms, CPU: 30 * ms}},
+			DaemonUp: []step{{Took: 240 * ms, CPU: 44 * ms, After: 90 * ms, GC: &gcShare{1, 14 * ms}}, {Took: 250 * ms, CPU: 52 * ms, After: 110 * ms, GC: &gcShare{2, 30 * ms}},
+				{Took: 270 * ms, CPU: 45 * ms, After: 100 * ms, GC: &gcShare{1, 10 * ms}}},
 			DaemonDown:   []step{{Took: 120 * ms, CPU: 22 * ms}, {Took: 118 * ms, CPU: 21 * ms}, {Took: 125 * ms, CPU: 30 * ms}},
 			DaemonWrites: writeRuns{rw(40), rw(40), rw(38)},
 			IdealWrites:  writeRuns{rw(0), rw(0), rw(0)},
@@ -202,6 +204,33 @@ func TestAftermathRows(t *testing.T) {
 	got := rows(t, handMade())
 	assert.Equal(t, []string{"CPU in the 5 s after that change (median of 3)", "100.00 ms (90.00–110.00)",
 		"2.00 ms (1.00–3.00) (ideal controller)", "—", "(recorded)", "—"}, got["CPU in the 5 s after that change (median of 3)"])
+}
+
+// The collections of a change, and the rest of its CPU, are shown where
+// they were traced, and only there (results of earlier runs have none).
+func TestCollectionRows(t *testing.T) {
+	summary := renderString(t, "summary", handMade())
+	assert.Equal(t, 1, strings.Count(summary, "of it, the garbage collections"), "the change down traced none")
+	got := rows(t, handMade())
+	assert.Equal(t, []string{"of it, the garbage collections started in that change: how many, and their CPU (median of 3)",
+		"1 (1–2); 14.00 ms (10.00–30.00)", "1 (1–2); 15.00 ms (12.00–20.00) (ideal controller)", "—", "(recorded)", "—"},
+		got["of it, the garbage collections started in that change: how many, and their CPU (median of 3)"])
+	// Daemon 30, 22, 35 ms beside its collections; ideal 28, 30, 25 ms.
+	rest := got["of it, the rest (median of 3)"]
+	require.NotNil(t, rest)
+	assert.Equal(t, []string{"30.00 ms (22.00–35.00)", "28.00 ms (25.00–30.00) (ideal controller)"}, rest[1:3])
+	assert.True(t, strings.HasPrefix(rest[3], "1.07x ("), rest[3])
+	assert.Contains(t, renderString(t, "report", handMade()), "collection trace on")
+
+	// A run made before the trace: no rows, and the method says nothing of it.
+	r := handMade()
+	for _, s := range [][]step{r.Convergence[0].DaemonUp, r.Convergence[0].IdealUp} {
+		for i := range s {
+			s[i].GC = nil
+		}
+	}
+	assert.NotContains(t, renderString(t, "report", r), "garbage collections started")
+	assert.NotContains(t, renderString(t, "report", r), "collection trace on")
 }
 
 func TestBurstRows(t *testing.T) {

@@ -228,7 +228,7 @@ const timelineTail = 2500 * time.Millisecond
 // none of those.
 func (b *bench) runTimelines(ctx context.Context, ideal *proc, settle func(string)) error {
 	args := append(slices.Clone(b.daemonArgs), "--log-level", "debug", "--log-format", "json")
-	d, err := b.env.startCountedDaemon(ctx, b.daemonBin, args)
+	d, err := b.env.startCountedDaemon(ctx, b.daemonBin, args, nil)
 	if err != nil {
 		return err
 	}
