@@ -429,8 +429,12 @@ func (b *bench) controllerRun(ctx context.Context, ctl convController, ids []str
 			res.GC = &gc
 		}
 		*st.out = append(*st.out, res)
-		b.logf("convergence %d shards run %d: %s %s %s (CPU %s; collections started in it: %d, %s; %s in the %s after)",
-			len(ids), r+1, ctl.name, st.dir, res.Took, res.CPU, gc.Count, gc.CPU, res.After, aftermath)
+		collections := "unread"
+		if res.GC != nil {
+			collections = fmt.Sprintf("%d, %s", res.GC.Count, res.GC.CPU)
+		}
+		b.logf("convergence %d shards run %d: %s %s %s (CPU %s; collections started in it: %s; %s in the %s after)",
+			len(ids), r+1, ctl.name, st.dir, res.Took, res.CPU, collections, res.After, aftermath)
 		settle(ctl.name + " " + st.dir)
 	}
 	w, err := controllerWrites(b.env.auditLog, ctl.user, since, time.Now(), len(clones(ids)))
