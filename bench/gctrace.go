@@ -16,7 +16,7 @@ import (
 // The convergence part runs the daemon and the ideal controller with the Go
 // runtime's collection trace on (GODEBUG=gctrace=1), so that the CPU of a
 // change can be told apart from that of the garbage collections which
-// started during it: both controllers collect in nearly every change, and
+// started during it: both controllers collect in most changes, and
 // a ratio of their CPU says nothing of why without it. The trace changes
 // no decision of the collector; it writes one line to standard error at
 // the end of each collection.
