@@ -108,9 +108,15 @@ func readTimelines(path string, from, to time.Time) ([]reconcileTimeline, error)
 }
 
 // timelineLineOf reads line as a "reconcile timeline" line; any other line,
-// one that merely mentions the message included, is not one.
+// one that merely mentions the message included, is not one. The line is
+// read from its first brace: a traced process's log (gctrace.go) holds the
+// runtime's collection lines, written in pieces, and a timeline line
+// written between two pieces follows one on the same line.
 func timelineLineOf(line []byte) (timelineLine, bool) {
 	var l timelineLine
+	if i := bytes.IndexByte(line, '{'); i > 0 {
+		line = line[i:]
+	}
 	if !bytes.Contains(line, []byte(`"reconcile timeline"`)) || json.Unmarshal(line, &l) != nil {
 		return l, false
 	}

@@ -46,6 +46,18 @@ func TestTimelineOfReadsLogAndAudit(t *testing.T) {
 	assert.Equal(t, 1, reconciles, "one reconcile started before the last watch event")
 }
 
+// The ideal controller's log holds its collections' trace too, which the
+// runtime writes in pieces: a timeline line can follow one.
+func TestTimelineLineAfterATracePiece(t *testing.T) {
+	l, ok := timelineLineOf([]byte(`gc 7 @12.345s 0%: {"msg":"reconcile timeline","start":"2026-12-02T06:00:00Z","steps":"first-write=+1.000"}`))
+	require.True(t, ok)
+	assert.Equal(t, timelineLine{Msg: "reconcile timeline", Start: "2026-12-02T06:00:00Z", Steps: "first-write=+1.000"}, l)
+	_, ok = timelineLineOf([]byte(`gc 7 @12.345s 0%: 0.1+1+0.01 ms clock`))
+	assert.False(t, ok)
+	_, ok = timelineLineOf([]byte(`level=info msg="no {"reconcile timeline"} here"`))
+	assert.False(t, ok, "a line that merely mentions the message")
+}
+
 func TestParseTimelineRejectsBadSteps(t *testing.T) {
 	_, err := parseTimeline(timelineLine{Start: "2026-12-02T06:00:00Z", Steps: "parsed+1"})
 	require.Error(t, err)
