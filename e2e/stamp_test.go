@@ -46,8 +46,8 @@ func (s *scenario) stampPolicies(extra ...string) []*unstructured.Unstructured {
 }
 
 // installStampPolicies creates the stamping policies and deletes them when
-// the test ends: they are cluster-wide.
-func (s *scenario) installStampPolicies() {
+// the test ends: they are cluster-wide. It returns them.
+func (s *scenario) installStampPolicies() []*unstructured.Unstructured {
 	t := s.t
 	t.Helper()
 	objs := s.stampPolicies("--api-versions", mapAPIVersion)
@@ -55,11 +55,13 @@ func (s *scenario) installStampPolicies() {
 	applyObjects(t, objs)
 	t.Cleanup(func() {
 		for _, o := range objs {
-			if err := dyn.Resource(mutatingPolicyResources[o.GetKind()]).Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}); err != nil {
+			err := dyn.Resource(mutatingPolicyResources[o.GetKind()]).Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("deleting %s %s: %v", o.GetKind(), o.GetName(), err)
 			}
 		}
 	})
+	return objs
 }
 
 // waitStamping waits until the API server labels obj, of resource gvr,

@@ -10,6 +10,7 @@ package mover
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -41,9 +42,11 @@ const minRoundGap = time.Second
 // caches have caught up by then.
 const retryAfter = 2 * time.Second
 
-// unstampTimeout bounds the write that withdraws a shard from the stamp
-// records; the shard set waits for it before deleting the shard.
-const unstampTimeout = 10 * time.Second
+// stampTimeout bounds each write of the stamp records, a round's and a
+// withdrawal's, and a withdrawal's confirmation: the shard set waits for
+// a withdrawal before it deletes a shard, and must not wait on a write
+// that hangs.
+const stampTimeout = 10 * time.Second
 
 // writeParallelism bounds the relabels in flight; the client's rate
 // limiter paces them further.
@@ -96,6 +99,7 @@ func (d dynamicReader) Get(ctx context.Context, resource schema.GroupVersionReso
 // object's shard (pkg/stamp); the daemon's is a stamp.Publisher.
 type publisher interface {
 	Publish(ctx context.Context, data map[string]string) error
+	Confirm(ctx context.Context, labels []string) error
 }
 
 // Mover relabels mapped objects. It runs only on the leader.
@@ -134,10 +138,15 @@ type Mover struct {
 	// the kinds placed by namespace without a setting.
 	stamp   publisher
 	grouped []string
-	// stamped is the data last given to stamp; only round and Restrict
-	// touch it, under stampMu.
+	// stampLabels are the shard labels of the placed kinds: one policy
+	// stamps each, and each is asked before a removal (publisher.Confirm).
+	stampLabels []string
+	// stamped is the data last written to stamp; only publish touches it,
+	// under stampMu, which also makes the writes one at a time.
 	stampMu sync.Mutex
 	stamped map[string]string
+	// stampTimeout is the constant of that name; tests shorten it.
+	stampTimeout time.Duration
 
 	// conflicts are the PinConflict messages last reported, by namespace,
 	// so that a conflict is reported when it appears or changes, not every
@@ -155,11 +164,15 @@ func New(client metadata.Interface, reader dynamic.Interface, kinds []source.Map
 // recording fakes.
 func newMover(client patcher, full reader, kinds []source.MappedKind, objects objectCache, recorder record.EventRecorder) *Mover {
 	p := &Mover{client: client, reader: full, kinds: map[string]source.MappedKind{}, ownerLabels: map[string]string{},
-		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1), writes: expect.New(expect.DefaultTTL)}
+		objects: objects, recorder: recorder, now: time.Now, wake: make(chan struct{}, 1), writes: expect.New(expect.DefaultTTL),
+		stampTimeout: stampTimeout}
 	for _, k := range kinds {
 		switch {
 		case !k.Derived:
 			p.kinds[k.Name()] = k
+			if !slices.Contains(p.stampLabels, k.Label) {
+				p.stampLabels = append(p.stampLabels, k.Label)
+			}
 			if k.GroupByNamespace {
 				p.grouped = append(p.grouped, k.CRDName())
 			}
@@ -176,25 +189,36 @@ func newMover(client patcher, full reader, kinds []source.MappedKind, objects ob
 func (p *Mover) Stamp(pub publisher) { p.stamp = pub }
 
 // publish hands the stamp records to the publisher, without the shards
-// that receive no objects now: a round decided before Set or Restrict
-// withdrew a shard must not put it back. It holds the gate as a write of
-// labels does, so that Set and Restrict return only once no record of a
-// shard they withdrew is being written. A failure is logged and the next
-// round writes the records again.
-func (p *Mover) publish(ctx context.Context, data map[string]string) {
+// that receive no objects at the moment of the write: a round decided
+// before Set or Restrict withdrew a shard must not put it back. The writes
+// go out one at a time (stampMu), each withdrawing what the gate says then,
+// so the last one written never names a withdrawn shard; none holds the
+// gate, so a write that hangs holds no relabel and no Restrict for longer
+// than the publisher's deadline. A failure is returned, and the next round
+// writes the records again.
+func (p *Mover) publish(ctx context.Context, data map[string]string) error {
+	return p.write(ctx, func() map[string]string { return data })
+}
+
+// write publishes the records that records returns, called under stampMu.
+func (p *Mover) write(ctx context.Context, records func() map[string]string) error {
 	if p.stamp == nil {
-		return
+		return nil
 	}
-	p.gate.RLock()
-	defer p.gate.RUnlock()
-	data = stamp.Withdraw(data, func(id string) bool { return p.receivers[id] })
+	ctx, cancel := context.WithTimeout(ctx, p.stampTimeout)
+	defer cancel()
 	p.stampMu.Lock()
 	defer p.stampMu.Unlock()
+	data := records()
+	p.gate.RLock()
+	data = stamp.Withdraw(data, func(id string) bool { return p.receivers[id] })
+	p.gate.RUnlock()
 	if err := p.stamp.Publish(ctx, data); err != nil {
 		logrus.WithError(err).Warn("publishing the shards new objects are born on")
-		return
+		return err
 	}
 	p.stamped = data
+	return nil
 }
 
 // cachesBehind reports whether a relabel of this process is not yet in the
@@ -223,11 +247,16 @@ func (p *Mover) Set(st placement.State) {
 }
 
 // Restrict keeps, of the shards objects may be labelled onto, only those
-// among targets, and returns once no write onto another is in flight. The
-// shard set calls it with its new decision before it asks the API server
-// whether a shard it deletes is empty: a relabel onto that shard has then
-// either completed, and the API server shows it, or is not sent.
-func (p *Mover) Restrict(targets []string) {
+// among targets, and returns once no write onto another is in flight: a
+// relabel onto such a shard has then either completed, and the API
+// server shows it, or is not sent. It also withdraws the others from the
+// stamp records. With confirm, it returns nil only once the API server's
+// admission policy applies that withdrawal, so that no new object is
+// born on a shard it withdrew; otherwise the error says what is not in
+// force yet. The shard set calls it with its new decision before it asks
+// the API server whether a shard it deletes is empty, confirming when it
+// deletes one.
+func (p *Mover) Restrict(ctx context.Context, targets []string, confirm bool) error {
 	withdrawn := func(id string) bool { return !slices.Contains(targets, id) }
 	p.gate.Lock()
 	maps.DeleteFunc(p.receivers, func(id string, _ bool) bool { return withdrawn(id) })
@@ -235,24 +264,18 @@ func (p *Mover) Restrict(targets []string) {
 	p.mu.Lock()
 	p.state.Targets = slices.DeleteFunc(slices.Clone(p.state.Targets), withdrawn)
 	p.mu.Unlock()
-	p.unstamp()
-}
-
-// unstamp withdraws from the stamp records every shard that no longer
-// receives objects before Restrict returns, so that the admission policy
-// stops labelling new objects onto a shard about to be deleted: a group
-// there waits, and a new object of no group is not stamped until the next
-// round names shards again.
-func (p *Mover) unstamp() {
 	if p.stamp == nil {
-		return
+		return nil
 	}
-	p.stampMu.Lock()
-	data := maps.Clone(p.stamped)
-	p.stampMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), unstampTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*p.stampTimeout)
 	defer cancel()
-	p.publish(ctx, data)
+	if err := p.write(ctx, func() map[string]string { return p.stamped }); err != nil {
+		return fmt.Errorf("withdrawing shards from the stamp records: %w", err)
+	}
+	if !confirm {
+		return nil
+	}
+	return p.stamp.Confirm(ctx, p.stampLabels)
 }
 
 // sameState compares what a round reads; the ConfigMap by version.
@@ -332,7 +355,7 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 	p.mu.Unlock()
 
 	if !st.Placement.Enabled {
-		p.publish(ctx, map[string]string{})
+		_ = p.publish(ctx, map[string]string{}) // logged; the next round writes again
 		return time.Hour
 	}
 	if !p.objects.Synced() || st.ConfigMap == nil {
@@ -349,7 +372,7 @@ func (p *Mover) round(ctx context.Context) time.Duration {
 	moves := balance.Moves(in)
 	// Before the writes: a new object of a group that moves is born where
 	// the group goes.
-	p.publish(ctx, stamp.Params(st.Placement, in, moves, p.grouped))
+	_ = p.publish(ctx, stamp.Params(st.Placement, in, moves, p.grouped)) // logged; the next round writes again
 	if len(moves) == 0 {
 		return st.Placement.Interval
 	}

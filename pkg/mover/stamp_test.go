@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"k8s.io/client-go/tools/record"
@@ -14,10 +15,18 @@ import (
 	"github.com/shardkeeper/shardkeeper/pkg/stamp"
 )
 
-// fakePublisher records what the mover publishes.
+// fakePublisher records what the mover publishes; confirm is what
+// Confirm answers, and asked the labels it was asked about.
 type fakePublisher struct {
 	published []map[string]string
 	fail      error
+	confirm   error
+	asked     [][]string
+}
+
+func (f *fakePublisher) Confirm(_ context.Context, labels []string) error {
+	f.asked = append(f.asked, labels)
+	return f.confirm
 }
 
 func (f *fakePublisher) Publish(_ context.Context, data map[string]string) error {
@@ -74,10 +83,10 @@ func TestRestrictWithdrawsShardsFromTheStampRecords(t *testing.T) {
 	records := map[string]string{stamp.KeyNext: "b", stamp.KeySequence: "b,a", "namespace.x": "b", "namespace.y": "a", stamp.KeyGroupBy: "namespace"}
 	p.stamped = records
 
-	p.Restrict([]string{"a", "b"})
+	p.Restrict(context.Background(), []string{"a", "b"}, false)
 	assert.Equal(t, records, pub.last(), "nothing withdrawn: the records as they were (the publisher writes only changes)")
 
-	p.Restrict([]string{"a"})
+	p.Restrict(context.Background(), []string{"a"}, false)
 	assert.Equal(t, map[string]string{"namespace.x": stamp.Wait, "namespace.y": "a", stamp.KeyGroupBy: "namespace"}, pub.last(),
 		"before Restrict returns, no new object is stamped onto b: its group waits, and one of no group is not stamped")
 
@@ -87,6 +96,79 @@ func TestRestrictWithdrawsShardsFromTheStampRecords(t *testing.T) {
 	assert.Equal(t, map[string]string{"namespace.z": stamp.Wait}, pub.last())
 
 	pub.fail = errors.New("refused")
-	p.Restrict([]string{})
+	assert.ErrorContains(t, p.Restrict(context.Background(), []string{}, false), "refused", "the shard set learns that the withdrawal is not written")
 	assert.Equal(t, map[string]string{"namespace.z": stamp.Wait}, p.stamped, "a failed write leaves what was published as it was")
+	assert.Empty(t, pub.asked, "without confirm, the policy is not asked")
+}
+
+// A removal waits until the policy of every placed kind's shard label
+// applies the withdrawal; the answer, good or bad, reaches the shard set.
+func TestRestrictConfirmsTheWithdrawalWithThePolicies(t *testing.T) {
+	c := newFakeCluster()
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	pub := &fakePublisher{confirm: errors.New("still applies resourceVersion 7")}
+	p.Stamp(pub)
+	p.Set(placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a", "b"}})
+
+	assert.ErrorContains(t, p.Restrict(context.Background(), []string{"a"}, true), "resourceVersion 7")
+	assert.Equal(t, [][]string{{"fleet.cattle.io/shard-ref"}}, pub.asked, "one policy per shard label of the placed kinds")
+
+	pub.confirm = nil
+	assert.NoError(t, p.Restrict(context.Background(), []string{"a"}, true))
+}
+
+// hangingPublisher's writes never return on their own: only their
+// context's deadline ends them.
+type hangingPublisher struct{ started chan struct{} }
+
+func (h *hangingPublisher) Confirm(context.Context, []string) error { return nil }
+
+func (h *hangingPublisher) Publish(ctx context.Context, _ map[string]string) error {
+	select {
+	case h.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A stamp write that hangs in a round must not hold the shard set's
+// reconcile: Restrict returns, with the reason, once its own write's
+// deadline has passed.
+func TestAHungStampWriteDoesNotStallRestrict(t *testing.T) {
+	c := newFakeCluster(gitrepo("new", ""))
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	p.stampTimeout = 100 * time.Millisecond
+	pub := &hangingPublisher{started: make(chan struct{}, 1)}
+	p.Stamp(pub)
+	p.Set(placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a", "b"}})
+
+	go p.round(context.Background())
+	<-pub.started
+
+	returned := make(chan error)
+	go func() { returned <- p.Restrict(context.Background(), []string{"a"}, false) }()
+	select {
+	case err := <-returned:
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "the withdrawal's own write hung too, and says so")
+	case <-time.After(time.Minute):
+		t.Fatal("Restrict is still held by a round's stamp write that hangs")
+	}
+}
+
+// An object the policy stamped onto a shard that was deleted meanwhile
+// (the plan drains unknown IDs) goes to a target; one labelled by hand
+// stays.
+func TestRoundTakesBackAnObjectBornOnADeletedShard(t *testing.T) {
+	c := newFakeCluster(gitrepo("born", "gone"),
+		placement.Object{Kind: "gitrepos", Namespace: "apps", Name: "typo", ResourceVersion: "5", Shard: "gone", Labelled: true})
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	p.Set(placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a"}, Draining: []string{"gone"}, Shards: []string{"a"}})
+
+	p.round(context.Background())
+
+	assert.Equal(t, map[string]string{"gitrepos apps/born": "a"}, shardsOf(c.takePatches(t)))
 }

@@ -287,3 +287,27 @@ func TestPinnedCountsTheObjectsAPinHolds(t *testing.T) {
 	assert.Equal(t, 2, n)
 	assert.Equal(t, []string{"helmreleases team-a/pinned"}, sample, "a sample of n")
 }
+
+// The admission policy fails open: an object may be born on a shard just
+// deleted. Placement labelled it, so placement takes it back onto a
+// listed shard; one labelled by hand with an unknown ID is left to the
+// operator, warned about as before.
+func TestObjectsBornOnADeletedShardAreDrained(t *testing.T) {
+	w := newWorld(t)
+	p, _ := w.decidePlaced("a", "", "")
+	w.converge(p)
+	w.rollOut()
+	w.mapped.Objects["gone"] = map[string][]string{"helmreleases": {"x/born", "x/typo"}}
+	w.mapped.Placed = map[string]bool{"x/born": true}
+
+	p, err := w.decidePlaced("a", "", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gone"}, p.Draining, "placement moves the objects it labelled off a shard that is gone")
+	require.Len(t, p.Unknown, 1, "and they are counted and warned about until they have left")
+	assert.Equal(t, 2, p.Unknown[0].Count)
+
+	p, err = w.decide("a", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Draining, "placement off: nothing moves")
+	assert.Len(t, p.Unknown, 1)
+}

@@ -95,6 +95,12 @@ type Input struct {
 	// mapped to although the caches showed none, each with that object:
 	// their removal waits until the caches show it (see Plan.ToCheck).
 	LiveMapped map[string]string
+	// StampWait are removed shards that the admission policy may still
+	// stamp onto new objects, each with why (the withdrawal is not
+	// written, or the API server does not apply it yet): their removal
+	// waits, forced or not, since an object born on a deleted shard is
+	// served by no controller (see Plan.Deleting).
+	StampWait map[string]string
 }
 
 // ActionKind is what to do with one Deployment or Service.
@@ -163,6 +169,8 @@ type Removal struct {
 	// to the shard before it writes, and decides again with its answer in
 	// Input.LiveMapped.
 	check bool
+	// deletes is set when the removal deletes anything (see Deleting).
+	deletes bool
 	// statusLine is the shard's status, reported should its deletion fail
 	// (see StatusAfter).
 	statusLine status.ShardStatus
@@ -198,8 +206,9 @@ type Plan struct {
 	Unknown []Unknown
 	// Targets are the shards placement may put objects on: listed, not
 	// draining, every Deployment ready. Draining are the shards whose
-	// movable objects placement moves away. Both are empty when placement
-	// is off.
+	// movable objects placement moves away: the removed shards it drains,
+	// and the unknown shard IDs, on which only the admission policy can
+	// have put an object it placed. Both are empty when placement is off.
 	Targets, Draining []string
 	// FailingOver are the listed shards that are down, whose movable
 	// objects placement moves away; FailoverWithheld says why none is
@@ -510,6 +519,15 @@ func Decide(in Input) (Plan, error) {
 	decideRemoved(in, running, synced, &p)
 	p.Force, p.ForceChanged = consumeForce(in, running, p.Removals, synced)
 	p.Unknown = unknownShards(in, running)
+	if in.Config.Placement.Enabled {
+		// The admission policy fails open, and with several API servers
+		// one may stamp from records older than a removal: an object can
+		// be born on a shard that is gone. Placement labelled it, so
+		// placement takes it back; an ID set by hand stays, warned about.
+		for _, u := range p.Unknown {
+			p.Draining = append(p.Draining, u.Shard)
+		}
+	}
 	sort.Slice(p.Shards, func(i, j int) bool { return p.Shards[i].ID < p.Shards[j].ID })
 	return p, nil
 }
@@ -643,6 +661,10 @@ func keepRemoved(in Input, synced, hasTargets bool, st *status.ShardStatus) (kep
 		st.State = status.StateBlocked
 		st.Message = blockedMessage(in.ConfigMap, id, counts, in.Mapped.Sample(id, sampleSize))
 		return true, false
+	case in.StampWait[id] != "":
+		st.State = status.StateWaiting
+		st.Message = fmt.Sprintf("removal waits until no new object can be born on shard %s: %s", id, in.StampWait[id])
+		return true, false
 	case in.LiveMapped[id] != "" && !force.Allows(id):
 		st.State = status.StateWaiting
 		st.Message = fmt.Sprintf("removal waits until the mapped-object caches show %s, which the API server has mapped to shard %s",
@@ -673,7 +695,8 @@ func (p *Plan) remove(in Input, f *inForce, st status.ShardStatus) {
 			p.Actions = append(p.Actions, Action{Kind: Delete, Shard: id, Service: svc})
 		}
 	}
-	r.check = !in.Config.Force.Allows(id) && len(p.Actions) > deletes
+	r.deletes = len(p.Actions) > deletes
+	r.check = !in.Config.Force.Allows(id) && r.deletes
 	p.Removals = append(p.Removals, r)
 }
 
@@ -716,6 +739,18 @@ func (p Plan) ShardIDs() []string {
 	out := make([]string, len(p.Shards))
 	for i, s := range p.Shards {
 		out[i] = s.ID
+	}
+	return out
+}
+
+// Deleting returns the shards of the removals that delete anything,
+// sorted: before they go, no new object may be born on them.
+func (p Plan) Deleting() []string {
+	var out []string
+	for _, r := range p.Removals {
+		if r.deletes {
+			out = append(out, r.Shard)
+		}
 	}
 	return out
 }

@@ -16,6 +16,11 @@ import (
 // liveTimeout bounds the API server's answer before a deletion.
 const liveTimeout = 30 * time.Second
 
+// stampRecheck is when a reconcile whose removal waits for the stamp's
+// withdrawal runs again: no watch event says that the API server's
+// admission policy caught up.
+const stampRecheck = 2 * time.Second
+
 // liveRecheck is when a reconcile whose removal waits for the caches runs
 // again, should no watch event bring it sooner: the object that held it
 // may be gone by then, and then no cache changes.
@@ -41,12 +46,26 @@ type mappedObjects interface {
 // its graph says. An error deletes nothing: the reconcile is retried. Shards
 // that wait ask for a requeue: the object that held them may be gone before
 // the caches ever show it, and then no event comes.
+//
+// Before all that, placement stops labelling objects onto any shard but
+// the plan's targets, and the admission policy stops stamping new objects
+// onto them: a relabel onto a shard that this plan deletes has then either
+// completed, and the API server's answer shows it, or is never sent. Until
+// the policy is known to apply the withdrawal, the shards to delete wait,
+// forced or not.
 func (c *Controller) confirmRemovals(in plan.Input, p plan.Plan) (plan.Plan, requeue, error) {
 	if c.opts.Mover != nil {
-		// Before the API server is asked: a relabel onto a shard that
-		// this plan deletes has then either completed, and the answer
-		// shows it, or is never sent.
-		c.opts.Mover.Restrict(p.Targets)
+		deleting := p.Deleting()
+		if err := c.opts.Mover.Restrict(c.ctx, p.Targets, len(deleting) > 0); err != nil && len(deleting) > 0 {
+			logrus.WithField("configmap", c.opts.ConfigMap.String()).WithError(err).
+				Info("new objects may still be born on the shards to delete; their removal waits")
+			in.StampWait = map[string]string{}
+			for _, id := range deleting {
+				in.StampWait[id] = err.Error()
+			}
+			p, err = plan.Decide(in)
+			return p, requeue{after: stampRecheck, reason: reasonStampWait}, err
+		}
 	}
 	shards := p.ToCheck()
 	if len(shards) == 0 {

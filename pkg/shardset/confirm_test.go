@@ -104,9 +104,10 @@ type placementGate struct {
 
 func (g *placementGate) Set(placement.State) {}
 
-func (g *placementGate) Restrict(targets []string) {
+func (g *placementGate) Restrict(_ context.Context, targets []string, _ bool) error {
 	g.restricted = append(g.restricted, targets)
 	g.askedBefore = append(g.askedBefore, len(g.mapped.Asked))
+	return nil
 }
 
 // A relabel onto a removed shard that lands after the API server was asked
@@ -198,4 +199,51 @@ func TestRemovalDeletesAgainWhenOnlyTheResourceVersionMoved(t *testing.T) {
 	relabelled, kept := e.deployments.objects[testNS+"/gitjob-shard-b"]
 	require.True(t, kept, "a change of its labels may have made it someone else's: not deleted on stale grounds")
 	assert.Equal(t, "took-it-over", relabelled.Labels["team"])
+}
+
+// stampGate stands for a mover whose withdrawal from the stamp is not in
+// force: the write failed, or the API server's policy still applies the
+// records from before it.
+type stampGate struct {
+	err      error
+	restrict int
+}
+
+func (g *stampGate) Set(placement.State) {}
+
+func (g *stampGate) Restrict(_ context.Context, _ []string, confirm bool) error {
+	g.restrict++
+	if confirm {
+		return g.err
+	}
+	return nil
+}
+
+// A shard whose withdrawal from the stamp is not in force may still get
+// new objects at their create: it is not deleted, and its message says
+// why. Once the withdrawal is in force, it goes.
+func TestRemovalWaitsUntilTheStampNoLongerNamesTheShard(t *testing.T) {
+	for name, forced := range map[string]string{"guarded": "", "forced": "b"} {
+		t.Run(name, func(t *testing.T) {
+			e := removalEnv(t)
+			gate := &stampGate{err: errors.New("the admission policy still applies the stamp ConfigMap of resourceVersion 7")}
+			e.c.opts.Mover = gate
+
+			_, err := e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", forced))
+
+			require.NoError(t, err)
+			assert.Empty(t, e.deployments.requests(), "no Deployment of b is deleted while new objects may be stamped onto it")
+			assert.Empty(t, e.mapped.Asked, "the API server is asked for b's objects only once none can be born on it")
+			st := status.Decode(e.statusMaps.objects[statusKey].Data)
+			require.Len(t, st.Shards, 2)
+			assert.Equal(t, status.StateWaiting, st.Shards[1].State)
+			assert.Contains(t, st.Shards[1].Message, "resourceVersion 7")
+			assert.Contains(t, e.configMaps.enqueues, enqueued{Key: shardCM.String(), After: stampRecheck})
+
+			gate.err = nil
+			_, err = e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", forced))
+			require.NoError(t, err)
+			assert.Len(t, e.deployments.requests(), 2, "both Deployments of b are deleted")
+		})
+	}
 }

@@ -25,6 +25,7 @@ const (
 	reasonWritesUnseen   = "the caches do not show every write of this process yet"
 	reasonMappedUnsynced = "the mapped-object caches are not full yet"
 	reasonLiveMapped     = "a removal waits for the caches to show an object that the API server has on its shard"
+	reasonStampWait      = "a removal waits until the admission policy no longer stamps new objects onto its shard"
 	reasonStatusPaced    = "the status write waits for the pacing interval"
 )
 

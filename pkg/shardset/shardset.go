@@ -64,11 +64,13 @@ type Options struct {
 	// Sources are the controllers cloned for every shard.
 	Sources []source.Source
 	// Mover receives what placement needs after every reconcile, and the
-	// new targets before a removal is confirmed (see confirmRemovals); nil
+	// new targets before a removal is confirmed (see confirmRemovals),
+	// with confirm set when the plan deletes a shard: it then answers
+	// whether new objects can still be born on a shard it withdrew. Nil
 	// when placement is not allowed, and a placement key is then refused.
 	Mover interface {
 		Set(placement.State)
-		Restrict(targets []string)
+		Restrict(ctx context.Context, targets []string, confirm bool) error
 	}
 	// WriteParallelism bounds the writes in flight at once. The clients'
 	// bursts, summed, are the right value: their rate limiters let that

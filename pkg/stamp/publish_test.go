@@ -3,6 +3,7 @@ package stamp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -118,4 +119,75 @@ func conflictOnStaleVersion(client *fake.Clientset) clienttesting.ReactionFunc {
 		}
 		return false, nil, nil
 	}
+}
+
+// policyAnswers makes the fake API server answer a dry-run create of the
+// probe as the chart's policy of each label in rvs would: with the
+// resourceVersion of the stamp ConfigMap it applies. A label absent from
+// rvs has no policy.
+func policyAnswers(client *fake.Clientset, rvs map[string]string) *[]metav1.CreateOptions {
+	var seen []metav1.CreateOptions
+	client.PrependReactor("create", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		create := a.(clienttesting.CreateActionImpl)
+		cm := create.GetObject().(*corev1.ConfigMap).DeepCopy()
+		if cm.Name != ProbeName("shardkeeper") {
+			return false, nil, nil
+		}
+		seen = append(seen, create.CreateOptions)
+		if rv, ok := rvs[cm.Annotations[AnnotationProbe]]; ok {
+			cm.Annotations[AnnotationParams] = rv
+		}
+		return true, cm, nil
+	})
+	return &seen
+}
+
+// versions makes the fake API server give every write of the stamp
+// ConfigMap a new resourceVersion, as a real one does.
+func versions(client *fake.Clientset) {
+	n := 0
+	for _, verb := range []string{"create", "update"} {
+		client.PrependReactor(verb, "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			cm := a.(interface{ GetObject() runtime.Object }).GetObject().(*corev1.ConfigMap)
+			if cm.Name == Name("shardkeeper") {
+				n++
+				cm.ResourceVersion = fmt.Sprint(n)
+			}
+			return false, nil, nil
+		})
+	}
+}
+
+func TestConfirmAsksEveryPolicyInADryRun(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	versions(client)
+	p := NewPublisher(client.CoreV1(), "ns", "shardkeeper")
+	labels := []string{"fleet.cattle.io/shard-ref", "sharding.fluxcd.io/key"}
+
+	require.ErrorContains(t, p.Confirm(ctx, labels), "not written yet", "nothing to confirm before the records are written")
+
+	require.NoError(t, p.Publish(ctx, map[string]string{KeyNext: "a"}))
+	written := p.last.ResourceVersion
+	answers := map[string]string{"fleet.cattle.io/shard-ref": written, "sharding.fluxcd.io/key": "older"}
+	seen := policyAnswers(client, answers)
+
+	err := p.Confirm(ctx, labels)
+	require.ErrorContains(t, err, `the admission policy that stamps sharding.fluxcd.io/key still applies the stamp ConfigMap shardkeeper-stamp at resourceVersion "older"`)
+	require.Len(t, *seen, 2)
+	for _, opts := range *seen {
+		assert.Equal(t, []string{metav1.DryRunAll}, opts.DryRun, "the probe is never created")
+	}
+
+	delete(answers, "sharding.fluxcd.io/key")
+	require.ErrorContains(t, p.Confirm(ctx, labels), "did not answer")
+
+	answers["sharding.fluxcd.io/key"] = written
+	require.NoError(t, p.Confirm(ctx, labels))
+	asked := len(*seen)
+	require.NoError(t, p.Confirm(ctx, labels))
+	assert.Len(t, *seen, asked, "the same records confirmed once: no request")
+
+	require.NoError(t, p.Publish(ctx, map[string]string{KeyNext: "b"}))
+	require.ErrorContains(t, p.Confirm(ctx, labels), "not yet", "new records are confirmed anew")
 }

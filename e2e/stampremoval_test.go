@@ -1,0 +1,96 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
+)
+
+// TestRemovalWaitsUntilNoObjectCanBeBornOnTheShard: on the real API server,
+// with the chart's stamping policies, a shard is deleted only once the
+// policy of every shard label answers that it applies the records that
+// withdrew the shard. With the Fleet label's binding gone (the policy
+// cannot answer, and may stamp from anything), the removal waits and says
+// why; with it back, the shard goes. An object born on a deleted shard
+// anyway, as the policy leaves it when it fails open, is counted, warned
+// about and taken back by placement.
+func TestRemovalWaitsUntilNoObjectCanBeBornOnTheShard(t *testing.T) {
+	s := newScenario(t, "stampgone", true)
+	s.chartArgs = []string{"--api-versions", mapAPIVersion}
+	policies := s.installStampPolicies()
+	scope := fmt.Sprintf("namespaces: [%s]\nmaxMoves: 200\ninterval: 2s\ncooldown: 0s\n", s.fleetNS)
+	s.createConfigMap("s1,s2,s3")
+	s.start("--allow-placement", "--stamp")
+	s.setPlacement("s1,s2,s3", scope)
+	s.waitShards("s1", "s2", "s3")
+	s.waitStamping(gitRepos, testfixture.Object(gitRepos, s.fleetNS, "probe", "x", ""), fleetLabel)
+
+	// Removed while the policies answer: deleted, as before.
+	s.setPlacement("s1,s2", scope)
+	s.waitShards("s1", "s2")
+
+	// The binding of the Fleet label's policy goes: that policy no longer
+	// answers, and the removal of s2 waits.
+	var binding *unstructured.Unstructured
+	for _, o := range policies {
+		if o.GetKind() == "MutatingAdmissionPolicyBinding" && strings.HasSuffix(o.GetName(), "-stamp-fleet-cattle-io-shard-ref") {
+			binding = o
+		}
+	}
+	require.NotNil(t, binding, "the Fleet label's binding")
+	bindings := dyn.Resource(mutatingPolicyResources["MutatingAdmissionPolicyBinding"])
+	require.NoError(t, bindings.Delete(s.ctx, binding.GetName(), metav1.DeleteOptions{}))
+	s.setPlacement("s1", scope)
+	eventually(t, time.Minute, "the removal of s2 waiting for the policy", func() error {
+		for _, sh := range s.status().Shards {
+			if sh.ID == "s2" && sh.State == "Waiting" && strings.Contains(sh.Message, "did not answer") {
+				return nil
+			}
+		}
+		return notYet("not waiting", fmt.Errorf("%+v", s.status().Shards))
+	})
+	holds(t, 5*time.Second, "s2's Deployments stay while new objects may be born on it", func() error {
+		if _, ok := s.deployments()["fleet-controller-shard-s2"]; !ok {
+			return fmt.Errorf("fleet-controller-shard-s2 was deleted")
+		}
+		return nil
+	})
+	binding.SetResourceVersion("")
+	_, err := bindings.Create(s.ctx, binding, metav1.CreateOptions{})
+	require.NoError(t, err)
+	s.waitShards("s1")
+
+	// Born on a deleted shard, as a stale policy would stamp it: counted,
+	// warned about, and placement takes it back onto s1. One labelled by
+	// hand with an unknown ID is only warned about.
+	born := testfixture.Object(gitRepos, s.fleetNS, "born-on-s3", fleetLabel, "s3")
+	born.SetAnnotations(map[string]string{mapped.AssignedShardAnnotation: "s3"})
+	_, err = dyn.Resource(gitRepos).Namespace(s.fleetNS).Create(s.ctx, born, metav1.CreateOptions{})
+	require.NoError(t, err)
+	s.object(gitRepos, "typo", fleetLabel, "s3")
+	s.waitEvent("UnknownShard", `carry shard ID "s3"`)
+	eventually(t, time.Minute, "born-on-s3 placed on s1", func() error {
+		o, err := dyn.Resource(gitRepos).Namespace(s.fleetNS).Get(s.ctx, "born-on-s3", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := o.GetLabels()[fleetLabel]; got != "s1" {
+			return notYet("on "+got, nil)
+		}
+		return nil
+	})
+	typo, err := dyn.Resource(gitRepos).Namespace(s.fleetNS).Get(context.Background(), "typo", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "s3", typo.GetLabels()[fleetLabel], "a shard ID set by hand is the operator's")
+}
