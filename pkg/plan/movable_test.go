@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,11 +25,16 @@ func (w *world) decidePlaced(shards, placement, drain string) (Plan, error) {
 		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}})
 }
 
-// rollOut makes every Deployment ready, as the Deployment controller would.
+// rollOut makes every Deployment ready at its replica count, as the
+// Deployment controller would.
 func (w *world) rollOut() {
 	for _, d := range w.deps {
+		n := int32(1)
+		if d.Spec.Replicas != nil {
+			n = *d.Spec.Replicas
+		}
 		d.Status.ObservedGeneration = d.Generation
-		d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 1, 1
+		d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas = n, n, n
 	}
 }
 
@@ -55,6 +61,110 @@ func TestPlacementTargetsAreReadyListedShards(t *testing.T) {
 	p, err = w.decide("a,b", "")
 	require.NoError(t, err)
 	assert.Empty(t, p.Targets, "placement off")
+}
+
+// A shard scaled to no replicas (replicas: 0 in the ConfigMap) has rolled
+// out, but none of its controllers runs: placement puts nothing on it, its
+// objects stay, and its status says so.
+func TestPausedShardReceivesNothing(t *testing.T) {
+	w := newWorld(t)
+	const shards = "- a\n- id: b\n  replicas: 0\n"
+	p, err := w.decidePlaced(shards, "", "")
+	require.NoError(t, err)
+	w.converge(p)
+	w.rollOut()
+	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"apps/one"}}
+	w.mapped.Placed = map[string]bool{"apps/one": true}
+
+	p, err = w.decidePlaced(shards, "", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions)
+	assert.Equal(t, []string{"a"}, p.Targets, "b runs no controller")
+	assert.Empty(t, p.Draining)
+	b := byID(p)["b"]
+	assert.Equal(t, status.StateActive, b.State)
+	assert.Equal(t, 2, b.Ready, "rolled out, at no replica")
+	assert.Equal(t, "shard b is paused: fleet-controller-shard-b, gitjob-shard-b have no Available replica (scaled to 0 replicas), "+
+		"so it receives no new objects; the objects mapped to it stay (1 gitrepos)", b.Message)
+	assert.Empty(t, byID(p)["a"].Message)
+
+	// Without placement the status still says so.
+	cfg := w.config(shards, "")
+	p, err = Decide(Input{Config: cfg, Sources: w.sources, Deployments: w.deps, Mapped: w.mapped})
+	require.NoError(t, err)
+	assert.Equal(t, "shard b is paused: fleet-controller-shard-b, gitjob-shard-b have no Available replica (scaled to 0 replicas); "+
+		"the objects mapped to it stay (1 gitrepos)", byID(p)["b"].Message)
+
+	// Every shard paused: nothing receives.
+	const none = "- id: a\n  replicas: 0\n- id: b\n  replicas: 0\n"
+	p, err = w.decidePlaced(none, "", "")
+	require.NoError(t, err)
+	w.converge(p)
+	w.rollOut()
+	p, err = w.decidePlaced(none, "", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Targets)
+	assert.Equal(t, "shard a is paused: fleet-controller-shard-a, gitjob-shard-a have no Available replica (scaled to 0 replicas), "+
+		"so it receives no new objects", byID(p)["a"].Message)
+}
+
+// One copy at no replica is enough to keep a shard from receiving: the
+// objects that need that controller would be served by nobody there.
+func TestShardWithACopyAtNoReplicaReceivesNothing(t *testing.T) {
+	// A source scaled to 0 replicas: its copy on every shard is too.
+	w := newWorld(t)
+	for _, s := range w.sources {
+		if s.Source.Name == "gitjob" {
+			s.Live.Spec.Replicas = new(int32)
+		}
+	}
+	p, err := w.decidePlaced("a,b", "", "")
+	require.NoError(t, err)
+	w.converge(p)
+	w.rollOut()
+	p, err = w.decidePlaced("a,b", "", "")
+	require.NoError(t, err)
+	assert.Empty(t, p.Actions)
+	assert.Empty(t, p.Targets)
+	assert.Equal(t, "shard b is paused: gitjob-shard-b has no Available replica (scaled to 0 replicas), so it receives no new objects",
+		byID(p)["b"].Message)
+
+	// One copy scaled down by hand: its shard receives nothing until the
+	// copy is put back and runs.
+	w = newWorld(t)
+	p, err = w.decidePlaced("a,b", "", "")
+	require.NoError(t, err)
+	w.converge(p)
+	w.rollOut()
+	d := w.deps[ns+"/gitjob-shard-b"]
+	d.Spec.Replicas = new(int32)
+	d.Generation++
+	w.rollOut()
+	p, err = w.decidePlaced("a,b", "", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gitjob-shard-b"}, kinds(p)[Update], "scaled back")
+	assert.Equal(t, []string{"a"}, p.Targets)
+}
+
+// With failover on, a paused shard is a shard whose controllers are down:
+// once it has been so for failoverAfter, its objects move away.
+func TestPausedShardFailsOver(t *testing.T) {
+	w := newWorld(t)
+	const shards, place = "- a\n- id: b\n  replicas: 0\n", "failoverAfter: 1m"
+	w.converge(w.decideAt(shards, place, t0, Availability{}))
+	w.rollOut()
+	w.mapped.Objects["b"] = map[string][]string{"gitrepos": {"apps/one"}}
+
+	p := w.decideAt(shards, place, t0, Availability{})
+	assert.Equal(t, []string{"a"}, p.Targets)
+	assert.Empty(t, p.FailingOver)
+	assert.Equal(t, "shard b is paused: fleet-controller-shard-b, gitjob-shard-b have no Available replica (scaled to 0 replicas), "+
+		"so it receives no new objects; the objects mapped to it stay (1 gitrepos) until failover moves them, "+
+		"once it has had no Available replica for 1m0s", byID(p)["b"].Message)
+
+	p = w.decideAt(shards, place, t0.Add(time.Minute), p.Availability)
+	assert.Equal(t, []string{"b"}, p.FailingOver)
+	assert.Equal(t, status.StateFailedOver, byID(p)["b"].State)
 }
 
 func TestPlacementDrainsARemovedShard(t *testing.T) {

@@ -205,10 +205,12 @@ type Plan struct {
 	// Unknown are shard IDs on objects that no shard serves.
 	Unknown []Unknown
 	// Targets are the shards placement may put objects on: listed, not
-	// draining, every Deployment ready. Draining are the shards whose
-	// movable objects placement moves away: the removed shards it drains,
-	// and the unknown shard IDs, on which only the admission policy can
-	// have put an object it placed. Both are empty when placement is off.
+	// draining or failing over, every Deployment rolled out with an
+	// Available replica (a shard paused with replicas: 0 is none).
+	// Draining are the shards whose movable objects placement moves away:
+	// the removed shards it drains, and the unknown shard IDs, on which
+	// only the admission policy can have put an object it placed. Both
+	// are empty when placement is off.
 	Targets, Draining []string
 	// FailingOver are the listed shards that are down, whose movable
 	// objects placement moves away; FailoverWithheld says why none is
@@ -314,6 +316,21 @@ type listed struct {
 	// withheld are copies not created because their source is not
 	// shard-aware.
 	withheld []string
+	// idle are the names of copies rolled out at no replica (a shard
+	// paused with replicas: 0): ready, yet no controller of theirs runs.
+	idle []string
+}
+
+// countReady counts d in the shard's readiness if it has rolled out, and
+// remembers it if it has rolled out to no replica at all.
+func (out *listed) countReady(d *appsv1.Deployment, st *status.ShardStatus) {
+	if !ready(d) {
+		return
+	}
+	st.Ready++
+	if d.Status.AvailableReplicas == 0 {
+		out.idle = append(out.idle, d.Name)
+	}
 }
 
 // decideShard decides the writes of one listed shard and fills in its
@@ -380,13 +397,11 @@ func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, 
 	case !s.shardAware():
 		// Left as it is until the source is shard-aware again: the
 		// SourceNotShardAware warning stands meanwhile.
-		if ready(existing) {
-			st.Ready++
-		}
+		out.countReady(existing, st)
 	default:
 		// A copy being replaced is not ready: it is deleted first.
-		if replaced := out.updateCopy(in, shard.ID, rendered, existing); !replaced && ready(existing) {
-			st.Ready++
+		if replaced := out.updateCopy(in, shard.ID, rendered, existing); !replaced {
+			out.countReady(existing, st)
 		}
 	}
 	a, conflict, err := decideService(in, s, shard, isNew)
@@ -433,9 +448,7 @@ func (out *listed) retireLegacy(id string, legacy, current *appsv1.Deployment, s
 		out.actions = append(out.actions, Action{Kind: Delete, Shard: id, Deployment: legacy, Renamed: true})
 		return
 	}
-	if ready(legacy) {
-		st.Ready++
-	}
+	out.countReady(legacy, st)
 }
 
 // replacing reports whether the decision so far replaces d.
@@ -547,9 +560,13 @@ func notShardAware(sources []SourceState) []status.NotShardAware {
 
 // decideListed decides every listed shard. Placement is settled here, after
 // the shard's own writes, because only a shard whose Deployments are all
-// ready may take objects, and a shard in conflict is not ours to place
-// onto or drain. A render error is reported once, however many shards hit
-// it, since it is the source's fault, not the shard's.
+// ready, each with an Available replica, may take objects, and a shard in
+// conflict is not ours to place onto or drain. A target is a whole shard,
+// not a shard per kind, since placement moves groups that mix kinds and
+// the stamp names one shard for a new object of any kind: one copy at no
+// replica keeps its shard from receiving anything. A render error is
+// reported once, however many shards hit it, since it is the source's
+// fault, not the shard's.
 func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 	place := in.Config.Placement
 	renderFailed := map[string]bool{}
@@ -568,6 +585,9 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 		p.Actions = append(p.Actions, d.actions...)
 		st.JobPlacement = jobPlacementMismatch(in, shard)
 		st.Mapped = nonZero(in.Mapped.Counts(shard.ID))
+		if len(d.idle) > 0 && st.State == status.StateActive {
+			st.Message = pausedMessage(shard.ID, d.idle, st.Mapped, place)
+		}
 		switch {
 		case !place.Enabled || st.State == status.StateConflict:
 		case in.Config.Draining(shard.ID):
@@ -595,11 +615,32 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 		case fo.recovering[shard.ID]:
 			st.Message = fmt.Sprintf("shard %s is back after a failover; it takes objects again once it has been up for %s",
 				shard.ID, place.FailoverAfter)
-		case st.Desired > 0 && st.Ready == st.Desired:
+		case st.Desired > 0 && st.Ready == st.Desired && len(d.idle) == 0:
 			p.Targets = append(p.Targets, shard.ID)
 		}
 		p.Shards = append(p.Shards, st)
 	}
+}
+
+// pausedMessage says what a shard whose copies idle (rolled out at no
+// replica) does: it takes no new objects, and those on it stay, until
+// failover moves them if it is on.
+func pausedMessage(id string, idle []string, mapped map[string]int, place shardconfig.Placement) string {
+	verb := "has"
+	if len(idle) > 1 {
+		verb = "have"
+	}
+	msg := fmt.Sprintf("shard %s is paused: %s %s no Available replica (scaled to 0 replicas)", id, strings.Join(idle, ", "), verb)
+	if place.Enabled {
+		msg += ", so it receives no new objects"
+	}
+	if len(mapped) > 0 {
+		msg += fmt.Sprintf("; the objects mapped to it stay (%s)", FormatCounts(mapped))
+		if place.Enabled && place.FailoverAfter > 0 {
+			msg += fmt.Sprintf(" until failover moves them, once it has had no Available replica for %s", place.FailoverAfter)
+		}
+	}
+	return msg
 }
 
 // decideRemoved decides the shards in force that are no longer listed.
