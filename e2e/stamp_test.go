@@ -166,8 +166,8 @@ func spread(objects map[string]string, ids ...string) (int, map[string]int) {
 // namespaces is labelled in the create requests themselves, with groups
 // by namespace and without: the daemon never has to assign one, each
 // namespace's objects share a shard, and one placement round spreads them
-// within the threshold. Groups by a label hold across namespaces, and an
-// object outside placement's selector is not stamped.
+// within the threshold. Groups by a label hold within each namespace, and
+// an object outside placement's selector is not stamped.
 func TestBornOnTheirShard(t *testing.T) {
 	s := newScenario(t, "stamp", true)
 	s.chartArgs = []string{"--api-versions", mapAPIVersion}
@@ -254,7 +254,7 @@ func TestBornOnTheirShard(t *testing.T) {
 		t.Logf("moves since the first burst: %v", moved)
 	})
 
-	t.Run("grouped by a label, across namespaces, within the selector", func(t *testing.T) {
+	t.Run("grouped by a label within each namespace, within the selector", func(t *testing.T) {
 		s.t = t
 		s.setPlacement("s1,s2", scope+"groupBy: label\ngroupLabel: example.com/tenant\nselector: tier!=ops\n")
 		eventually(t, time.Minute, "label groups in the stamp records", func() error {
@@ -281,7 +281,7 @@ func TestBornOnTheirShard(t *testing.T) {
 		for ref, shard := range born {
 			assert.Contains(t, []string{"s1", "s2"}, shard, "%s born on a listed, Available shard", ref)
 		}
-		eventually(t, 2*time.Minute, "each tenant on one shard", func() error {
+		eventually(t, 2*time.Minute, "each tenant of a namespace on one shard", func() error {
 			byTenant := map[string]map[string]bool{}
 			for _, ns := range namespaces {
 				list, err := dyn.Resource(gitRepos).Namespace(ns).List(s.ctx, metav1.ListOptions{LabelSelector: "example.com/tenant,tier!=ops"})
@@ -289,7 +289,7 @@ func TestBornOnTheirShard(t *testing.T) {
 					return err
 				}
 				for _, o := range list.Items {
-					tn := o.GetLabels()["example.com/tenant"]
+					tn := ns + "/" + o.GetLabels()["example.com/tenant"]
 					if byTenant[tn] == nil {
 						byTenant[tn] = map[string]bool{}
 					}

@@ -3,6 +3,7 @@ package mover
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -269,6 +270,77 @@ func TestInputGroupsBySetting(t *testing.T) {
 		groupsOf(""), "without the setting, GitRepos are placed one by one")
 	assert.Equal(t, map[string]string{"gitrepos apps/a": "namespace.apps", "gitrepos web/b": "namespace.web", "gitrepos web/c": "namespace.web", "gitrepos apps/d": "namespace.apps"},
 		groupsOf("groupBy: namespace"))
-	assert.Equal(t, map[string]string{"gitrepos apps/a": "label.acme", "gitrepos web/b": "label.acme", "gitrepos web/c": "", "gitrepos apps/d": ""},
-		groupsOf("groupBy: label\ngroupLabel: example.com/tenant"), "one tenant across namespaces; no label, on its own")
+	assert.Equal(t, map[string]string{"gitrepos apps/a": "label.apps.acme", "gitrepos web/b": "label.web.acme", "gitrepos web/c": "", "gitrepos apps/d": ""},
+		groupsOf("groupBy: label\ngroupLabel: example.com/tenant"), "one group per namespace and value; no label, on its own")
+}
+
+// tenantRepo is a GitRepo of the group example.com/tenant=value in
+// namespace ns: placed by placement on shard, or, with pin, labelled by
+// hand onto it.
+func tenantRepo(ns, name, value, shard string, pin bool) placement.Object {
+	o := placement.Object{Kind: "gitrepos", Namespace: ns, Name: name, ResourceVersion: "10",
+		Shard: shard, Labelled: shard != "", AssignedShard: shard, Weight: 1, Labels: labels.Set{"example.com/tenant": value}}
+	if pin {
+		o.AssignedShard = ""
+	}
+	return o
+}
+
+// TestRoundAForeignPinNeitherFreezesNorSteersAGroup: a tenant who may
+// write only its own namespace gives its objects another tenant's group
+// label and pins them. It may choose where its own objects go, never where
+// the other tenant's do.
+func TestRoundAForeignPinNeitherFreezesNorSteersAGroup(t *testing.T) {
+	byTenant := "groupBy: label\ngroupLabel: example.com/tenant"
+	round := func(t *testing.T, st placement.State, objs ...placement.Object) map[string]string {
+		t.Helper()
+		c := newFakeCluster(objs...)
+		clock := t0
+		p := testMover(c, record.NewFakeRecorder(10), &clock)
+		st.ConfigMap, st.Placement = shardCM, parsePlacement(t, byTenant)
+		p.Set(st)
+		p.round(context.Background())
+		got := map[string]string{}
+		for ref, call := range c.takePatches(t) {
+			got[ref] = call.shard()
+		}
+		return got
+	}
+	acme := []placement.Object{tenantRepo("acme", "app-1", "acme", "c", false), tenantRepo("acme", "app-2", "acme", "c", false)}
+
+	for name, st := range map[string]placement.State{
+		"draining":    {Targets: []string{"a", "b"}, Draining: []string{"c"}, Shards: []string{"a", "b", "c"}},
+		"failed over": {Targets: []string{"a", "b", "c"}, FailingOver: []string{"c"}, FailingKinds: map[string][]string{"c": {"gitrepos"}}, Shards: []string{"a", "b", "c"}},
+	} {
+		t.Run("two foreign pins on different shards do not hold a group on a shard that is "+name, func(t *testing.T) {
+			got := round(t, st, append(slices.Clone(acme),
+				tenantRepo("mallory", "x", "acme", "a", true), tenantRepo("mallory", "y", "acme", "b", true))...)
+			require.Contains(t, got, "gitrepos acme/app-1", "acme's objects leave c")
+			assert.Equal(t, got["gitrepos acme/app-1"], got["gitrepos acme/app-2"], "together")
+			assert.NotContains(t, got, "gitrepos mallory/x", "a pin is never moved")
+			assert.NotContains(t, got, "gitrepos mallory/y", "a pin is never moved")
+		})
+	}
+
+	t.Run("a foreign pin does not choose the group's shard", func(t *testing.T) {
+		onA := []placement.Object{tenantRepo("acme", "app-1", "acme", "a", false), tenantRepo("acme", "app-2", "acme", "a", false)}
+		got := round(t, placement.State{Targets: []string{"a", "b"}, Shards: []string{"a", "b"}},
+			append(onA, tenantRepo("mallory", "x", "acme", "b", true))...)
+		assert.Empty(t, got, "acme stays on a")
+	})
+
+	t.Run("a foreign object with a forged placement record does not pull the group", func(t *testing.T) {
+		onA := []placement.Object{tenantRepo("acme", "app-1", "acme", "a", false), tenantRepo("acme", "app-2", "acme", "a", false)}
+		heavy := tenantRepo("mallory", "x", "acme", "b", false)
+		heavy.Weight = 100
+		got := round(t, placement.State{Targets: []string{"a", "b"}, Shards: []string{"a", "b"}}, append(onA, heavy)...)
+		assert.Empty(t, got, "acme stays on a, however much mallory's object weighs")
+	})
+
+	t.Run("a pin in the group's own namespace still steers it", func(t *testing.T) {
+		onA := []placement.Object{tenantRepo("acme", "app-1", "acme", "a", false), tenantRepo("acme", "app-2", "acme", "a", false)}
+		got := round(t, placement.State{Targets: []string{"a", "b"}, Shards: []string{"a", "b"}},
+			append(onA, tenantRepo("acme", "pinned", "acme", "b", true))...)
+		assert.Equal(t, map[string]string{"gitrepos acme/app-1": "b", "gitrepos acme/app-2": "b"}, got)
+	})
 }

@@ -172,3 +172,24 @@ func TestRoundTakesBackAnObjectBornOnADeletedShard(t *testing.T) {
 
 	assert.Equal(t, map[string]string{"gitrepos apps/born": "a"}, shardsOf(c.takePatches(t)))
 }
+
+func TestRoundPublishesAForeignPinOnlyForItsOwnNamespace(t *testing.T) {
+	c := newFakeCluster(tenantRepo("acme", "app-1", "acme", "a", false), tenantRepo("acme", "app-2", "acme", "a", false),
+		tenantRepo("mallory", "x", "acme", "b", true), tenantRepo("mallory", "y", "acme", "c", true))
+	clock := t0
+	p := testMover(c, record.NewFakeRecorder(10), &clock)
+	pub := &fakePublisher{}
+	p.Stamp(pub)
+	p.Set(placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, "groupBy: label\ngroupLabel: example.com/tenant"),
+		Targets: []string{"a", "b", "c"}, Shards: []string{"a", "b", "c"}})
+	p.round(context.Background())
+	assert.Empty(t, c.takePatches(t))
+	groups := map[string]string{}
+	for k, v := range pub.last() {
+		if strings.HasPrefix(k, "label.") {
+			groups[k] = v
+		}
+	}
+	assert.Equal(t, map[string]string{"label.acme.acme": "a", "label.mallory.acme": stamp.Wait}, groups,
+		"a new object of acme's is born on acme's shard; mallory's pins decide only for mallory's namespace")
+}

@@ -54,25 +54,34 @@ type Object struct {
 
 // Prefixes of the group keys that Group returns: a namespace's and a
 // label value's groups never share a key, and a key is also a valid
-// ConfigMap data key (pkg/stamp publishes groups under it).
+// ConfigMap data key (pkg/stamp publishes groups under it). A label
+// group's key is "label.<namespace>.<value>": a namespace has no dot, so
+// the first dot after the prefix ends it.
 const (
 	namespaceGroup = "namespace."
 	labelGroup     = "label."
 )
 
 // Group names the unit of placement o belongs to under p's grouping:
-// "label.<value>" for an object that carries the label p groups by,
+// "label.<ns>.<value>" for an object that carries the label p groups by,
 // "namespace.<ns>" when p groups by namespace or o's kind is placed by
 // namespace (Grouped), and "" for an object placed on its own. An object
 // being deleted is placed on its own: it stays with the controller that
 // removes its finalizer, and must not hold the rest of its group.
+//
+// A unit never spans namespaces. What one object of a unit does (a pin, a
+// placement record, a weight, being outside placement's scope) decides
+// where the whole unit goes or that it stays, so whoever may write one
+// namespace's objects must not be able to join another namespace's unit:
+// the label's value alone would let them pin, freeze or pull another
+// tenant's objects.
 func (o Object) Group(p shardconfig.Placement) string {
 	if o.Deleting || o.Derived {
 		return ""
 	}
 	if p.GroupBy == shardconfig.GroupByLabel {
 		if v := o.Labels[p.GroupLabel]; v != "" {
-			return labelGroup + v
+			return labelGroup + o.Namespace + "." + v
 		}
 	}
 	if o.Grouped || p.GroupBy == shardconfig.GroupByNamespace {
@@ -82,10 +91,11 @@ func (o Object) Group(p shardconfig.Placement) string {
 }
 
 // DescribeGroup names a group key of Group in messages: "namespace
-// team-a", or "group example.com/tenant=acme".
+// team-a", or "group example.com/tenant=acme in namespace team-a".
 func DescribeGroup(key string, p shardconfig.Placement) string {
-	if v, ok := strings.CutPrefix(key, labelGroup); ok {
-		return "group " + p.GroupLabel + "=" + v
+	if rest, ok := strings.CutPrefix(key, labelGroup); ok {
+		ns, v, _ := strings.Cut(rest, ".")
+		return "group " + p.GroupLabel + "=" + v + " in namespace " + ns
 	}
 	return "namespace " + strings.TrimPrefix(key, namespaceGroup)
 }

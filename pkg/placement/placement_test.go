@@ -49,12 +49,17 @@ func TestObjectGroup(t *testing.T) {
 	assert.Equal(t, "namespace.team-a", gitrepo.Group(byNamespace), "the setting groups every kind")
 
 	byLabel := shardconfig.Placement{GroupBy: shardconfig.GroupByLabel, GroupLabel: "tenant"}
-	assert.Equal(t, "label.acme", gitrepo.Group(byLabel))
-	assert.Equal(t, "label.acme", o.Group(byLabel), "the label wins over a kind's namespace")
+	assert.Equal(t, "label.team-a.acme", gitrepo.Group(byLabel))
+	assert.Equal(t, "label.team-a.acme", o.Group(byLabel), "the label wins over a kind's namespace")
+	elsewhere := Object{Kind: "gitrepos", Namespace: "team-b", Labels: labels.Set{"tenant": "acme"}}
+	assert.Equal(t, "label.team-b.acme", elsewhere.Group(byLabel),
+		"the same value in another namespace is another unit: a tenant cannot join another's")
 	assert.Empty(t, Object{Kind: "gitrepos", Namespace: "team-a"}.Group(byLabel), "no label: on its own")
 	assert.Equal(t, "namespace.team-b", Object{Kind: "helmreleases", Namespace: "team-b", Grouped: true}.Group(byLabel),
 		"no label: a kind placed by namespace keeps its namespace")
 
 	assert.Equal(t, "namespace team-a", DescribeGroup(o.Group(kinds), kinds))
-	assert.Equal(t, "group tenant=acme", DescribeGroup(gitrepo.Group(byLabel), byLabel))
+	assert.Equal(t, "group tenant=acme in namespace team-a", DescribeGroup(gitrepo.Group(byLabel), byLabel))
+	dotted := Object{Kind: "gitrepos", Namespace: "team-a", Labels: labels.Set{"tenant": "acme.example.com"}}
+	assert.Equal(t, "group tenant=acme.example.com in namespace team-a", DescribeGroup(dotted.Group(byLabel), byLabel))
 }

@@ -31,7 +31,7 @@ import (
 )
 
 // Data keys of the stamp ConfigMap. A group's key is its
-// placement.Object.Group key itself ("namespace.<ns>", "label.<value>"),
+// placement.Object.Group key itself ("namespace.<ns>", "label.<ns>.<value>"),
 // which is a valid data key and cannot meet these.
 const (
 	// KeyNext is the shard the next new object goes to: the lightest
