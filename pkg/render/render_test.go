@@ -442,3 +442,32 @@ func TestShardOf(t *testing.T) {
 	_, ok = ServiceShard(sources(t, "flux")["helm-controller"], svc)
 	assert.False(t, ok, "a source without a metrics Service has no copies of one")
 }
+
+// A pflag command line takes a repeated flag's last value: a required
+// argument followed by another value of its flag is not in effect.
+func TestHasArgReadsTheEffectiveValue(t *testing.T) {
+	src := sources(t, "flux")["kustomize-controller"]
+	const required = "--watch-label-selector=!sharding.fluxcd.io/key"
+	tests := []struct {
+		name          string
+		command, args []string
+		want          bool
+	}{
+		{"required", nil, []string{"--log-level=info", required}, true},
+		{"required, space form", nil, []string{"--watch-label-selector", "!sharding.fluxcd.io/key"}, true},
+		{"required in the command", []string{"kustomize-controller", required}, []string{"--log-level=info"}, true},
+		{"overridden after", nil, []string{required, "--watch-label-selector=team=x"}, false},
+		{"overridden after, space form", nil, []string{required, "--watch-label-selector", "team=x"}, false},
+		{"overridden in args after the command", []string{"kustomize-controller", required}, []string{"--watch-label-selector=team=x"}, false},
+		{"overriding an earlier value", nil, []string{"--watch-label-selector=team=x", required}, true},
+		{"absent", nil, []string{"--log-level=info"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			live := testfixture.KustomizeController("flux-system", false)
+			c := &live.Spec.Template.Spec.Containers[0]
+			c.Command, c.Args = tt.command, tt.args
+			assert.Equal(t, tt.want, HasArg(src, live, required))
+		})
+	}
+}
