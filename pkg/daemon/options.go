@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
@@ -106,7 +107,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 }
 
 // Complete checks the options, fills in what derives from others, sets up
-// logging and builds the sources and mapped kinds.
+// logging and builds the sources and mapped kinds, logging Build's
+// warnings.
 func (o *Options) Complete() error {
 	if err := setupLogging(o.logLevel, o.logFormat); err != nil {
 		return err
@@ -134,6 +136,11 @@ func (o *Options) Complete() error {
 	})
 	if err != nil {
 		return err
+	}
+	// What Build set aside is told once, at start, where the operator
+	// looks when a command line changes meaning after an upgrade.
+	for _, w := range set.Warnings {
+		logrus.Warn(w)
 	}
 	o.set = set
 	return nil

@@ -56,7 +56,7 @@ func TestBuildPresets(t *testing.T) {
 	assert.Equal(t, "source-controller-a", byName["source-controller"].ServiceCloneName("a"))
 	assert.Equal(t, "helm-controller-a", byName["helm-controller"].CloneName("a"))
 	assert.Equal(t, "helm-controller-shard-a", byName["helm-controller"].LegacyCloneName("a"))
-	assert.Empty(t, byName["kustomize-controller"].LegacyCloneName("a"), "only helm-controller was cloned before")
+	assert.Equal(t, "kustomize-controller-shard-a", byName["kustomize-controller"].LegacyCloneName("a"), "earlier releases cloned it as a --source")
 	assert.Equal(t, "--watch-label-selector=!sharding.fluxcd.io/key", byName["kustomize-controller"].RequiredArg)
 	assert.Equal(t, []string{"fleet-ns", "flux-ns"}, set.ServiceNamespaces())
 }
@@ -179,5 +179,59 @@ func TestIDLimit(t *testing.T) {
 			require.NoError(t, got.Check(strings.Repeat("a", got.maxLen)))
 			assert.ErrorContains(t, got.Check(strings.Repeat("a", got.maxLen+1)), "at most")
 		})
+	}
+}
+
+// v0.1.0's README and chart suggested sharding kustomize-controller beside
+// the flux preset, whose only controller was helm-controller then. The
+// flux preset clones it now: the same command line still starts, the
+// preset's definition is used, and the warnings say what to remove.
+func TestBuildTakesTheV010FluxCommandLine(t *testing.T) {
+	set, err := Build(Options{
+		Presets:         []string{"flux"},
+		FluxNamespace:   "flux-system",
+		Custom:          []string{"flux-system/kustomize-controller:manager=--watch-label-selector=sharding.fluxcd.io/key={shard}"},
+		RequiredArgs:    []string{"flux-system/kustomize-controller=--watch-label-selector=!sharding.fluxcd.io/key"},
+		MetricsServices: []string{"flux-system/kustomize-controller=kustomize-controller-metrics"},
+	})
+	require.NoError(t, err)
+	preset, err := Build(Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
+	require.NoError(t, err)
+	require.Len(t, set.Sources, len(preset.Sources), "the duplicate is dropped")
+	for i, s := range set.Sources {
+		want := preset.Sources[i]
+		if s.Name == "kustomize-controller" {
+			want.MetricsService = "kustomize-controller-metrics"
+		}
+		assert.Equal(t, want, s, "the preset's definition of %s wins", s.Name)
+	}
+	kc := set.Sources[1]
+	require.Equal(t, "kustomize-controller", kc.Name)
+	assert.Equal(t, "kustomize-controller-a", kc.CloneName("a"))
+	assert.Equal(t, "kustomize-controller-shard-a", kc.LegacyCloneName("a"), "the copies v0.1.0 made are renamed")
+	assert.Equal(t, "kustomize-controller-metrics-a", kc.ServiceCloneName("a"))
+	assert.Equal(t, []string{
+		`--source "flux-system/kustomize-controller:manager=--watch-label-selector=sharding.fluxcd.io/key={shard}" is ignored: ` +
+			`preset flux clones flux-system/kustomize-controller already (container manager, --watch-label-selector=sharding.fluxcd.io/key={shard}); remove it`,
+		`--source-required-arg "flux-system/kustomize-controller=--watch-label-selector=!sharding.fluxcd.io/key" repeats what preset flux sets; remove it`,
+	}, set.Warnings)
+
+	// A preset named twice, or a --source named twice, is still refused.
+	_, err = Build(Options{Custom: []string{"ns/a=--s={shard}", "ns/a=--t={shard}"}})
+	assert.ErrorContains(t, err, "source ns/a is named twice")
+}
+
+// Every Flux controller's copies were named "<controller>-shard-<id>" by
+// earlier releases, with --source: each is renamed as helm-controller's.
+func TestFluxSourcesKnowTheirEarlierNames(t *testing.T) {
+	set, err := Build(Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
+	require.NoError(t, err)
+	for _, s := range set.Sources {
+		assert.Equal(t, s.Name+"-shard-x", s.LegacyCloneName("x"), s.Name)
+	}
+	set, err = Build(Options{Presets: []string{"fleet"}})
+	require.NoError(t, err)
+	for _, s := range set.Sources {
+		assert.Empty(t, s.LegacyCloneName("x"), "%s: Fleet's names never changed", s.Name)
 	}
 }
