@@ -454,6 +454,23 @@ func LegacyDeploymentShard(src source.Source, d *appsv1.Deployment) (string, boo
 	return id, shardconfig.ValidateID(id) == nil
 }
 
+// LegacyServiceShard returns the shard whose copy of a metrics Service of
+// src, named as an earlier release named it ("<service><LegacyNameSep><id>"),
+// the managed Service svc is. Its labels and the Service its source
+// annotation names say whose it is, not src's options of today: the
+// option that named the metrics Service may be gone since.
+func LegacyServiceShard(src source.Source, svc *corev1.Service) (string, bool) {
+	if src.LegacyNameSep == "" || svc.Namespace != src.Namespace || !IsManaged(svc) {
+		return "", false
+	}
+	id := svc.Labels[ShardLabel]
+	ns, service, ok := strings.Cut(svc.Annotations[sourceAnnotation], "/")
+	if !ok || ns != src.Namespace || service == "" || svc.Labels[controllerLabel] != src.Name || svc.Name != service+src.LegacyNameSep+id {
+		return "", false
+	}
+	return id, shardconfig.ValidateID(id) == nil
+}
+
 // ServiceShard returns the shard whose copy of src's metrics Service the
 // managed Service svc is, and false when svc is no such copy.
 func ServiceShard(src source.Source, svc *corev1.Service) (string, bool) {
