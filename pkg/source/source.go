@@ -307,7 +307,8 @@ type Options struct {
 	// Custom are --source values: "NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...".
 	Custom []string
 	// Mapped are --mapped-kind values: "RESOURCE.VERSION.GROUP=LABEL".
-	// Empty means the presets' own kinds.
+	// Empty means the presets' own kinds; a preset's kind listed with its
+	// label keeps what the preset knows of it.
 	Mapped []string
 	// MetricsServices are --source-metrics-service values:
 	// "NAMESPACE/NAME=SERVICE", the metrics Service of a source.
@@ -353,7 +354,12 @@ func Build(o Options) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
+	mapped, warnings, err = withPresetMeaning(mapped, o)
+	if err != nil {
+		return Set{}, err
+	}
 	set.Mapped = append(set.Mapped, mapped...)
+	set.Warnings = append(set.Warnings, warnings...)
 	if len(set.Sources) == 0 {
 		return Set{}, fmt.Errorf("no source controllers: choose a preset (%s, %s) or name one with --source", PresetFleet, presetFlux)
 	}
@@ -426,6 +432,58 @@ func presets(o Options) (Set, map[string]string, error) {
 		}
 	}
 	return set, fromPreset, nil
+}
+
+// withPresetMeaning gives each listed kind that a preset knows, the same
+// resource of the same group mapped by the same label, what the preset
+// knows of it (derived, bumped on a move, its spec labels, its owner
+// label, placed by namespace), at the version listed: listing a preset's
+// kind beside one's own must not make Bundles placeable. Listed with
+// another label, it is refused while the preset is on, whose copies select
+// by the preset's label: the objects would be guarded by a label that no
+// shard reads, and those that the shards serve not at all. With the preset
+// off, it is a kind of the operator's own controllers, as listed, and a
+// warning says so. o.Mapped are the values the kinds were parsed from.
+func withPresetMeaning(listed []MappedKind, o Options) ([]MappedKind, []string, error) {
+	on := map[string]bool{}
+	for _, p := range o.Presets {
+		on[strings.TrimSpace(p)] = true
+	}
+	fluxKey := o.FluxShardKey
+	if fluxKey == "" {
+		fluxKey = FluxShardKeyLabel
+	}
+	known := map[string]MappedKind{}
+	preset := map[string]string{}
+	for p, kinds := range map[string][]MappedKind{PresetFleet: fleetKinds(), presetFlux: fluxKinds(fluxKey)} {
+		for _, k := range kinds {
+			known[k.CRDName()], preset[k.CRDName()] = k, p
+		}
+	}
+	var warnings []string
+	out := make([]MappedKind, len(listed))
+	for i, m := range listed {
+		k, ok := known[m.CRDName()]
+		switch {
+		case !ok:
+			out[i] = m
+		case k.Label == m.Label:
+			k.Resource = m.Resource
+			out[i] = k
+		case on[preset[m.CRDName()]]:
+			hint := ""
+			if preset[m.CRDName()] == presetFlux {
+				hint = ", or set --flux-shard-key"
+			}
+			return nil, nil, fmt.Errorf("--mapped-kind %q: preset %s maps %s by the label %s, which its shards' controllers select by: list it with that label%s",
+				o.Mapped[i], preset[m.CRDName()], m.CRDName(), k.Label, hint)
+		default:
+			out[i] = m
+			warnings = append(warnings, fmt.Sprintf("--mapped-kind %q: preset %s maps %s by the label %s; by %s it is taken as a kind of its own, without what the preset knows of it",
+				o.Mapped[i], preset[m.CRDName()], m.CRDName(), k.Label, m.Label))
+		}
+	}
+	return out, warnings, nil
 }
 
 // applySourceFlags sets the metrics Services and required arguments that
