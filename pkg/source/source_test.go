@@ -216,7 +216,12 @@ func TestBuildTakesTheV010FluxCommandLine(t *testing.T) {
 		`--source-required-arg "flux-system/kustomize-controller=--watch-label-selector=!sharding.fluxcd.io/key" repeats what preset flux sets; remove it`,
 	}, set.Warnings)
 
-	// A preset named twice, or a --source named twice, is still refused.
+	set, err = Build(Options{Presets: []string{"flux"}, FluxNamespace: "flux-system",
+		MetricsServices: []string{"flux-system/source-controller=source-controller"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{`--source-metrics-service "flux-system/source-controller=source-controller" repeats what preset flux sets; remove it`}, set.Warnings)
+
+	// Two --source of one controller that no preset clones are still refused.
 	_, err = Build(Options{Custom: []string{"ns/a=--s={shard}", "ns/a=--t={shard}"}})
 	assert.ErrorContains(t, err, "source ns/a is named twice")
 }
