@@ -241,16 +241,16 @@ func shardCopies(sources []SourceState, id string, deps []*appsv1.Deployment) []
 	available := map[string]bool{}
 	for _, d := range deps {
 		c := shardCopy{name: d.Namespace + "/" + d.Name}
-		source := c.name
+		owner := c.name
 		for _, s := range sources {
 			if s.Source.Namespace == d.Namespace && (s.Source.CloneName(id) == d.Name || s.Source.LegacyCloneName(id) == d.Name) {
-				c.serves, source = s.Source.Serves, s.Source.Key()
+				c.serves, owner = s.Source.Serves, s.Source.Key()
 			}
 		}
 		if d.Status.AvailableReplicas > 0 {
-			available[source] = true
+			available[owner] = true
 		}
-		out, of = append(out, c), append(of, source)
+		out, of = append(out, c), append(of, owner)
 	}
 	for i := range out {
 		out[i].out = !available[of[i]]
