@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
@@ -84,7 +85,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&o.sources, "source", "another controller to clone, repeatable: NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...")
 	fs.Var(&o.metricsServices, "source-metrics-service", "the metrics Service of a source, copied for every shard, repeatable: NAMESPACE/NAME=SERVICE")
 	fs.Var(&o.requiredArgs, "source-required-arg", "an argument a source's main controller must run with before its shard copies are created, repeatable: NAMESPACE/NAME=--flag=value")
-	fs.Var(&o.mappedKinds, "mapped-kind", "a kind whose label maps objects to shards, repeatable: RESOURCE.VERSION.GROUP=LABEL (default: the presets' kinds)")
+	fs.Var(&o.mappedKinds, "mapped-kind", "a kind whose label maps objects to shards, repeatable: RESOURCE.VERSION.GROUP=LABEL (default: the presets' kinds); a preset's kind keeps the preset's meaning (Bundles are never placed, ...) and must have its label")
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "how long the caches may take to fill at start before the daemon exits with an error naming those that did not")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client requests per second to the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 300, "client request burst to the API server")
@@ -106,7 +107,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 }
 
 // Complete checks the options, fills in what derives from others, sets up
-// logging and builds the sources and mapped kinds.
+// logging and builds the sources and mapped kinds, logging Build's
+// warnings.
 func (o *Options) Complete() error {
 	if err := setupLogging(o.logLevel, o.logFormat); err != nil {
 		return err
@@ -134,6 +136,11 @@ func (o *Options) Complete() error {
 	})
 	if err != nil {
 		return err
+	}
+	// What Build set aside is told once, at start, where the operator
+	// looks when a command line changes meaning after an upgrade.
+	for _, w := range set.Warnings {
+		logrus.Warn(w)
 	}
 	o.set = set
 	return nil

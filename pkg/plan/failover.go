@@ -230,17 +230,30 @@ func StaysOnFailover(failing map[string][]string, o placement.Object) bool {
 }
 
 // shardCopies returns the copies of the sources among a shard's
-// Deployments, each with no Available replica or not.
+// Deployments, each with no Available replica or not. While a copy is
+// renamed, the source has two on the shard, the earlier name's and the
+// current one's, which take turns on one Lease: the source serves the
+// shard while either has an Available replica, so neither is out until
+// both are.
 func shardCopies(sources []SourceState, id string, deps []*appsv1.Deployment) []shardCopy {
 	out := make([]shardCopy, 0, len(deps))
+	of := make([]string, 0, len(deps))
+	available := map[string]bool{}
 	for _, d := range deps {
-		c := shardCopy{name: d.Namespace + "/" + d.Name, out: d.Status.AvailableReplicas == 0}
+		c := shardCopy{name: d.Namespace + "/" + d.Name}
+		owner := c.name
 		for _, s := range sources {
 			if s.Source.Namespace == d.Namespace && (s.Source.CloneName(id) == d.Name || s.Source.LegacyCloneName(id) == d.Name) {
-				c.serves = s.Source.Serves
+				c.serves, owner = s.Source.Serves, s.Source.Key()
 			}
 		}
-		out = append(out, c)
+		if d.Status.AvailableReplicas > 0 {
+			available[owner] = true
+		}
+		out, of = append(out, c), append(of, owner)
+	}
+	for i := range out {
+		out[i].out = !available[of[i]]
 	}
 	return out
 }

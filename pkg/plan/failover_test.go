@@ -280,3 +280,33 @@ func FuzzFailover(f *testing.F) {
 		}
 	})
 }
+
+// While a copy is renamed, the copy of the earlier name serves the shard
+// until the current one is Available: the shard is down only once neither
+// has an Available replica.
+func TestFailoverCountsTheEarlierCopyDuringARename(t *testing.T) {
+	w, old := fluxWorldWithLegacy(t, "a", true)
+	const place = "failoverAfter: 1m"
+	w.converge(w.decideAt("a,b,c,d", place, t0, Availability{}))
+	w.rollOut()
+	cur := w.deps["flux-system/helm-controller-a"]
+	require.NotNil(t, cur)
+	cur.Status.AvailableReplicas = 0 // say, its new image cannot be pulled
+	w.mapped.Objects["a"] = map[string][]string{"helmreleases": {"apps/one", "apps/two"}}
+
+	p := w.decideAt("a,b,c,d", place, t0, Availability{})
+	require.Empty(t, kinds(p)[Delete], "the earlier copy stays until the current one is Available")
+	p = w.decideAt("a,b,c,d", place, t0.Add(time.Hour), p.Availability)
+	assert.Empty(t, p.FailingOver, "helm-controller-shard-a serves the HelmReleases")
+	assert.Empty(t, p.FailoverWithheld)
+	assert.Equal(t, status.StateActive, byID(p)["a"].State)
+	assert.NotContains(t, byID(p)["a"].Message, "down")
+
+	// The earlier copy goes down too: the shard is down from then on.
+	old.Status.AvailableReplicas = 0
+	p = w.decideAt("a,b,c,d", place, t0.Add(2*time.Hour), p.Availability)
+	assert.Empty(t, p.FailingOver, "first seen down just now")
+	p = w.decideAt("a,b,c,d", place, t0.Add(2*time.Hour+time.Minute), p.Availability)
+	assert.Equal(t, []string{"a"}, p.FailingOver)
+	assert.Contains(t, byID(p)["a"].Message, "helm-controller-a, helm-controller-shard-a have had no Available replica since 2026-11-30T14:00:00Z")
+}

@@ -257,7 +257,11 @@ func shardsInForce(sources []SourceState, deployments map[string]*appsv1.Deploym
 			}
 		}
 		for _, svc := range services {
-			if id, ok := render.ServiceShard(s.Source, svc); ok {
+			id, ok := render.ServiceShard(s.Source, svc)
+			if !ok {
+				id, ok = render.LegacyServiceShard(s.Source, svc)
+			}
+			if ok {
 				f := shard(id)
 				f.services = append(f.services, svc)
 			}
@@ -338,14 +342,14 @@ func (out *listed) countReady(d *appsv1.Deployment, st *status.ShardStatus) {
 // touched, and a copy of a source that is not shard-aware is never created,
 // since either would put two controllers on the same objects; the shard
 // says why instead.
-func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.ShardStatus, renderErr func(error)) listed {
+func decideShard(in Input, shard shardconfig.Shard, f *inForce, isNew bool, st *status.ShardStatus, renderErr func(error)) listed {
 	var out listed
 	for _, s := range in.Sources {
 		if s.Live == nil {
 			continue
 		}
 		st.Desired++
-		out.decideCopy(in, s, shard, isNew, st, renderErr)
+		out.decideCopy(in, s, shard, f, isNew, st, renderErr)
 	}
 	switch {
 	case len(out.conflicts) > 0:
@@ -361,9 +365,10 @@ func decideShard(in Input, shard shardconfig.Shard, isNew bool, st *status.Shard
 }
 
 // decideCopy decides the writes of the shard's copy of one installed
-// source: its Deployment, then its metrics Service. A copy in conflict, or
-// withheld, or whose render failed, gets no Service either.
-func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, isNew bool, st *status.ShardStatus, renderErr func(error)) {
+// source: its Deployment, then its metrics Service; f is what the shard
+// has in the cluster, nil if nothing. A copy in conflict, or withheld, or
+// whose render failed, gets no Service either.
+func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, f *inForce, isNew bool, st *status.ShardStatus, renderErr func(error)) {
 	existing := in.Deployments[s.Source.Namespace+"/"+s.Source.CloneName(shard.ID)]
 	if existing != nil && !render.IsManaged(existing) {
 		out.conflicts = append(out.conflicts, "Deployment "+key(existing))
@@ -377,8 +382,9 @@ func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, 
 			return
 		}
 	}
-	if legacy := legacyCopy(in, s.Source, shard.ID); legacy != nil {
-		defer out.retireLegacy(shard.ID, legacy, existing, st)
+	legacy, legacyServices := legacyCopy(in, s.Source, shard.ID), f.legacyServices(s.Source)
+	if legacy != nil || len(legacyServices) > 0 {
+		defer out.retireLegacy(shard.ID, legacy, legacyServices, existing, st)
 	}
 	rendered, err := in.Renders.Render(s.Source, s.Live, shard)
 	if err != nil {
@@ -432,23 +438,44 @@ func legacyCopy(in Input, src source.Source, id string) *appsv1.Deployment {
 	return d
 }
 
-// retireLegacy decides the fate of a copy of the earlier name, once the
-// copy of the current name has been decided: it is deleted only when the
-// current copy is Available, so that the shard always has a running
-// controller. Both run the same --watch-label-selector and so contend for
-// one leader-election Lease, whose name hashes the selector: only one of
-// them acts at a time. Until then it stands in for the current copy in the
-// shard's readiness.
-func (out *listed) retireLegacy(id string, legacy, current *appsv1.Deployment, st *status.ShardStatus) {
-	if legacy.DeletionTimestamp != nil {
-		return
+// legacyServices returns the shard's copies of src's metrics Services
+// under the name an earlier release gave them.
+func (f *inForce) legacyServices(src source.Source) []*corev1.Service {
+	if f == nil || src.LegacyNameSep == "" {
+		return nil
 	}
-	currentReady := current != nil && current.DeletionTimestamp == nil && ready(current) && !out.replacing(current)
-	if currentReady {
+	var out []*corev1.Service
+	for _, svc := range f.services {
+		if _, ok := render.LegacyServiceShard(src, svc); ok {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// retireLegacy decides the fate of a copy of the earlier name (legacy,
+// nil when there is none, and its metrics Services), once the copy of the
+// current name has been decided: it is deleted only when the current copy
+// is Available, so that the shard always has a running controller. Both
+// run the same --watch-label-selector and so contend for one
+// leader-election Lease, whose name hashes the selector: only one of them
+// acts at a time. Until then it stands in for the current copy in the
+// shard's readiness. Its Services select its pods only, and go with it, or
+// once it is gone.
+func (out *listed) retireLegacy(id string, legacy *appsv1.Deployment, services []*corev1.Service, current *appsv1.Deployment, st *status.ShardStatus) {
+	if legacy != nil && legacy.DeletionTimestamp == nil {
+		currentReady := current != nil && current.DeletionTimestamp == nil && ready(current) && !out.replacing(current)
+		if !currentReady {
+			out.countReady(legacy, st)
+			return
+		}
 		out.actions = append(out.actions, Action{Kind: Delete, Shard: id, Deployment: legacy, Renamed: true})
-		return
 	}
-	out.countReady(legacy, st)
+	for _, svc := range services {
+		if svc.DeletionTimestamp == nil {
+			out.actions = append(out.actions, Action{Kind: Delete, Shard: id, Service: svc, Renamed: true})
+		}
+	}
 }
 
 // replacing reports whether the decision so far replaces d.
@@ -491,6 +518,13 @@ func decideService(in Input, s SourceState, shard shardconfig.Shard, isNew bool)
 	existing := in.Services[s.Source.Namespace+"/"+s.Source.ServiceCloneName(shard.ID)]
 	if existing != nil && !render.IsManaged(existing) {
 		return nil, "Service " + key(existing), nil
+	}
+	if existing != nil {
+		if _, legacy := render.LegacyServiceShard(s.Source, existing); legacy {
+			// As with the Deployments: it goes with its own shard's
+			// earlier copy.
+			return nil, "Service " + key(existing) + " (the earlier copy of another shard)", nil
+		}
 	}
 	rendered, err := render.RenderService(s.Source, s.LiveService, shard)
 	if err != nil {
@@ -581,7 +615,7 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 			p.NewShards[shard.ID] = true
 		}
 		st := status.ShardStatus{ID: shard.ID, State: status.StateActive}
-		d := decideShard(in, shard, p.NewShards[shard.ID], &st, renderErr)
+		d := decideShard(in, shard, running[shard.ID], p.NewShards[shard.ID], &st, renderErr)
 		p.Actions = append(p.Actions, d.actions...)
 		st.JobPlacement = jobPlacementMismatch(in, shard)
 		st.Mapped = nonZero(in.Mapped.Counts(shard.ID))

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -318,23 +319,22 @@ func removeFlag(args []string, flag string) []string {
 	return out
 }
 
-// HasArg reports whether the container of src in live is started with arg,
-// in the "--flag=value" or "--flag value" form.
+// HasArg reports whether the container of src in live is started with arg:
+// for "--flag=value", whether the flag's last value, in the "--flag=value"
+// or "--flag value" form, is value, as a pflag command line takes a
+// repeated flag; for an argument without a value, whether it is there.
 func HasArg(src source.Source, live *appsv1.Deployment, arg string) bool {
-	flag, value, _ := strings.Cut(arg, "=")
+	flag, value, hasValue := strings.Cut(arg, "=")
 	for _, c := range live.Spec.Template.Spec.Containers {
 		if src.Container != "" && c.Name != src.Container {
 			continue
 		}
 		all := append(append([]string(nil), c.Command...), c.Args...)
-		for i, a := range all {
-			if a == arg || (a == flag && i+1 < len(all) && all[i+1] == value) {
-				return true
-			}
+		if !hasValue {
+			return slices.Contains(all, arg)
 		}
-		if src.Container == "" {
-			break
-		}
+		last, found := flagValue(all, flag)
+		return found && last == value
 	}
 	return false
 }
@@ -449,6 +449,23 @@ func LegacyDeploymentShard(src source.Source, d *appsv1.Deployment) (string, boo
 	}
 	id := d.Labels[ShardLabel]
 	if d.Labels[controllerLabel] != src.Name || d.Name != src.LegacyCloneName(id) {
+		return "", false
+	}
+	return id, shardconfig.ValidateID(id) == nil
+}
+
+// LegacyServiceShard returns the shard whose copy of a metrics Service of
+// src, named as an earlier release named it ("<service><LegacyNameSep><id>"),
+// the managed Service svc is. Its labels and the Service its source
+// annotation names say whose it is, not src's options of today: the
+// option that named the metrics Service may be gone since.
+func LegacyServiceShard(src source.Source, svc *corev1.Service) (string, bool) {
+	if src.LegacyNameSep == "" || svc.Namespace != src.Namespace || !IsManaged(svc) {
+		return "", false
+	}
+	id := svc.Labels[ShardLabel]
+	ns, service, ok := strings.Cut(svc.Annotations[sourceAnnotation], "/")
+	if !ok || ns != src.Namespace || service == "" || svc.Labels[controllerLabel] != src.Name || svc.Name != service+src.LegacyNameSep+id {
 		return "", false
 	}
 	return id, shardconfig.ValidateID(id) == nil

@@ -442,3 +442,91 @@ func TestShardOf(t *testing.T) {
 	_, ok = ServiceShard(sources(t, "flux")["helm-controller"], svc)
 	assert.False(t, ok, "a source without a metrics Service has no copies of one")
 }
+
+// A pflag command line takes a repeated flag's last value: a required
+// argument followed by another value of its flag is not in effect.
+func TestHasArgReadsTheEffectiveValue(t *testing.T) {
+	src := sources(t, "flux")["kustomize-controller"]
+	const required = "--watch-label-selector=!sharding.fluxcd.io/key"
+	tests := []struct {
+		name          string
+		command, args []string
+		want          bool
+	}{
+		{"required", nil, []string{"--log-level=info", required}, true},
+		{"required, space form", nil, []string{"--watch-label-selector", "!sharding.fluxcd.io/key"}, true},
+		{"required in the command", []string{"kustomize-controller", required}, []string{"--log-level=info"}, true},
+		{"overridden after", nil, []string{required, "--watch-label-selector=team=x"}, false},
+		{"overridden after, space form", nil, []string{required, "--watch-label-selector", "team=x"}, false},
+		{"overridden in args after the command", []string{"kustomize-controller", required}, []string{"--watch-label-selector=team=x"}, false},
+		{"overriding an earlier value", nil, []string{"--watch-label-selector=team=x", required}, true},
+		{"absent", nil, []string{"--log-level=info"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			live := testfixture.KustomizeController("flux-system", false)
+			c := &live.Spec.Template.Spec.Containers[0]
+			c.Command, c.Args = tt.command, tt.args
+			assert.Equal(t, tt.want, HasArg(src, live, required))
+		})
+	}
+}
+
+// v0.1.0 cloned Flux's controllers other than helm-controller as a
+// --source, "<controller>-shard-<id>" with shardkeeper's controller and
+// shard labels, and their metrics Services "<service>-shard-<id>": the
+// flux preset knows both as its earlier copies, which it renames.
+func TestV010CopiesOfAFluxSourceAreLegacy(t *testing.T) {
+	src := sources(t, "flux")["kustomize-controller"]
+	live := testfixture.KustomizeController("flux-system", true)
+	liveSvc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "kustomize-controller-metrics"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "kustomize-controller"},
+			Ports: []corev1.ServicePort{{Name: "http-prom", Port: 8080}}},
+	}
+	// v0.1.0 rendered a --source as this one, named "-shard-" and
+	// selected by shardkeeper's labels (git show 8682fbc:pkg/render).
+	v010 := source.Source{Namespace: "flux-system", Name: "kustomize-controller", Container: "manager",
+		Args: []string{"--watch-label-selector=sharding.fluxcd.io/key={shard}"}, MetricsService: "kustomize-controller-metrics"}
+	d, err := Render(v010, live, shardconfig.Shard{ID: "a"})
+	require.NoError(t, err)
+	svc, err := RenderService(v010, liveSvc, shardconfig.Shard{ID: "a"})
+	require.NoError(t, err)
+	require.Equal(t, "kustomize-controller-shard-a", d.Name)
+	require.Equal(t, "kustomize-controller-metrics-shard-a", svc.Name)
+
+	id, ok := LegacyDeploymentShard(src, d)
+	assert.True(t, ok)
+	assert.Equal(t, "a", id)
+	_, ok = DeploymentShard(src, d)
+	assert.False(t, ok, "not the current copy of shard shard-a")
+
+	for _, s := range []source.Source{src, withService(src, "kustomize-controller-metrics")} {
+		id, ok = LegacyServiceShard(s, svc)
+		assert.True(t, ok, "with metrics Service %q", s.MetricsService)
+		assert.Equal(t, "a", id)
+		_, ok = ServiceShard(s, svc)
+		assert.False(t, ok)
+	}
+	_, ok = LegacyServiceShard(sources(t, "flux")["helm-controller"], svc)
+	assert.False(t, ok, "another controller's")
+	_, ok = LegacyServiceShard(sources(t, "fleet")["gitjob"], svc)
+	assert.False(t, ok, "Fleet's names never changed")
+
+	// The current copy of shard "shard-a" has the earlier copy's name for
+	// shard "a": its labels tell them apart.
+	current, err := RenderService(withService(src, "kustomize-controller-metrics"), liveSvc, shardconfig.Shard{ID: "shard-a"})
+	require.NoError(t, err)
+	require.Equal(t, svc.Name, current.Name)
+	_, ok = LegacyServiceShard(src, current)
+	assert.False(t, ok)
+	unmanaged := svc.DeepCopy()
+	delete(unmanaged.Labels, ManagedByLabel)
+	_, ok = LegacyServiceShard(src, unmanaged)
+	assert.False(t, ok)
+}
+
+func withService(s source.Source, svc string) source.Source {
+	s.MetricsService = svc
+	return s
+}

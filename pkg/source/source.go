@@ -262,6 +262,10 @@ func (m MappedKind) CRDName() string { return m.Resource.Resource + "." + m.Reso
 type Set struct {
 	Sources []Source
 	Mapped  []MappedKind
+	// Warnings say what Build set aside in the options, and what to remove
+	// from them: a --source that names a preset's controller, a value that
+	// repeats a preset's. The daemon logs them at start.
+	Warnings []string
 }
 
 // Namespaces returns the sorted namespaces of the sources.
@@ -303,7 +307,8 @@ type Options struct {
 	// Custom are --source values: "NAMESPACE/NAME[:CONTAINER]=--flag=...{shard}...".
 	Custom []string
 	// Mapped are --mapped-kind values: "RESOURCE.VERSION.GROUP=LABEL".
-	// Empty means the presets' own kinds.
+	// Empty means the presets' own kinds; a preset's kind listed with its
+	// label keeps what the preset knows of it.
 	Mapped []string
 	// MetricsServices are --source-metrics-service values:
 	// "NAMESPACE/NAME=SERVICE", the metrics Service of a source.
@@ -320,7 +325,7 @@ type Options struct {
 
 // Build validates the options and returns the sources and mapped kinds.
 func Build(o Options) (Set, error) {
-	set, err := presets(o)
+	set, fromPreset, err := presets(o)
 	if err != nil {
 		return Set{}, err
 	}
@@ -328,15 +333,33 @@ func Build(o Options) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
-	set.Sources = append(set.Sources, custom...)
-	if err := applySourceFlags(set.Sources, o); err != nil {
+	for i, c := range custom {
+		// Earlier releases' flux preset had helm-controller only, and the
+		// docs named the other controllers with --source: such a command
+		// line must still start once the preset clones them.
+		p, ok := fromPreset[c.Key()]
+		if !ok {
+			set.Sources = append(set.Sources, c)
+			continue
+		}
+		set.Warnings = append(set.Warnings, fmt.Sprintf("--source %q is ignored: preset %s clones %s already (%s); remove it",
+			o.Custom[i], p, c.Key(), presetDefinition(set.Sources, c.Key())))
+	}
+	warnings, err := applySourceFlags(set.Sources, fromPreset, o)
+	if err != nil {
 		return Set{}, err
 	}
+	set.Warnings = append(set.Warnings, warnings...)
 	mapped, err := parseAll(o.Mapped, parseMappedKind)
 	if err != nil {
 		return Set{}, err
 	}
+	mapped, warnings, err = withPresetMeaning(mapped, o)
+	if err != nil {
+		return Set{}, err
+	}
 	set.Mapped = append(set.Mapped, mapped...)
+	set.Warnings = append(set.Warnings, warnings...)
 	if len(set.Sources) == 0 {
 		return Set{}, fmt.Errorf("no source controllers: choose a preset (%s, %s) or name one with --source", PresetFleet, presetFlux)
 	}
@@ -362,14 +385,32 @@ func parseAll[T any](values []string, parse func(string) (T, error)) ([]T, error
 	return out, nil
 }
 
+// presetDefinition describes the preset's source of that key, for a
+// warning: its container and argument templates.
+func presetDefinition(sources []Source, key string) string {
+	for _, s := range sources {
+		if s.Key() == key {
+			return strings.Join(append([]string{"container " + s.Container}, s.Args...), ", ")
+		}
+	}
+	return ""
+}
+
 // presets returns the sources of the chosen presets and, unless mapped
-// kinds are named, their kinds.
-func presets(o Options) (Set, error) {
+// kinds are named, their kinds; and the preset of each source, by key.
+func presets(o Options) (Set, map[string]string, error) {
 	var set Set
+	fromPreset := map[string]string{}
+	add := func(preset string, sources []Source) {
+		for _, s := range sources {
+			fromPreset[s.Key()] = preset
+		}
+		set.Sources = append(set.Sources, sources...)
+	}
 	for _, p := range o.Presets {
 		switch strings.TrimSpace(p) {
 		case PresetFleet:
-			set.Sources = append(set.Sources, fleetSources(o.FleetNamespace)...)
+			add(PresetFleet, fleetSources(o.FleetNamespace))
 			if len(o.Mapped) == 0 {
 				set.Mapped = append(set.Mapped, fleetKinds()...)
 			}
@@ -379,32 +420,92 @@ func presets(o Options) (Set, error) {
 				key = FluxShardKeyLabel
 			}
 			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-				return Set{}, fmt.Errorf("flux shard key %q: %s", key, strings.Join(errs, "; "))
+				return Set{}, nil, fmt.Errorf("flux shard key %q: %s", key, strings.Join(errs, "; "))
 			}
-			set.Sources = append(set.Sources, fluxSources(o.FluxNamespace, key)...)
+			add(presetFlux, fluxSources(o.FluxNamespace, key))
 			if len(o.Mapped) == 0 {
 				set.Mapped = append(set.Mapped, fluxKinds(key)...)
 			}
 		case "":
 		default:
-			return Set{}, fmt.Errorf("unknown preset %q: use %q and/or %q", p, PresetFleet, presetFlux)
+			return Set{}, nil, fmt.Errorf("unknown preset %q: use %q and/or %q", p, PresetFleet, presetFlux)
 		}
 	}
-	return set, nil
+	return set, fromPreset, nil
+}
+
+// withPresetMeaning gives each listed kind that a preset knows, the same
+// resource of the same group mapped by the same label, what the preset
+// knows of it (derived, bumped on a move, its spec labels, its owner
+// label, placed by namespace), at the version listed: listing a preset's
+// kind beside one's own must not make Bundles placeable. Listed with
+// another label, it is refused while the preset is on, whose copies select
+// by the preset's label: the objects would be guarded by a label that no
+// shard reads, and those that the shards serve not at all. With the preset
+// off, it is a kind of the operator's own controllers, as listed, and a
+// warning says so. o.Mapped are the values the kinds were parsed from.
+func withPresetMeaning(listed []MappedKind, o Options) ([]MappedKind, []string, error) {
+	on := map[string]bool{}
+	for _, p := range o.Presets {
+		on[strings.TrimSpace(p)] = true
+	}
+	fluxKey := o.FluxShardKey
+	if fluxKey == "" {
+		fluxKey = FluxShardKeyLabel
+	}
+	known := map[string]MappedKind{}
+	preset := map[string]string{}
+	for p, kinds := range map[string][]MappedKind{PresetFleet: fleetKinds(), presetFlux: fluxKinds(fluxKey)} {
+		for _, k := range kinds {
+			known[k.CRDName()], preset[k.CRDName()] = k, p
+		}
+	}
+	var warnings []string
+	out := make([]MappedKind, len(listed))
+	for i, m := range listed {
+		k, ok := known[m.CRDName()]
+		switch {
+		case !ok:
+			out[i] = m
+		case k.Label == m.Label:
+			k.Resource = m.Resource
+			out[i] = k
+		case on[preset[m.CRDName()]]:
+			hint := ""
+			if preset[m.CRDName()] == presetFlux {
+				hint = ", or set --flux-shard-key"
+			}
+			return nil, nil, fmt.Errorf("--mapped-kind %q: preset %s maps %s by the label %s, which its shards' controllers select by: list it with that label%s",
+				o.Mapped[i], preset[m.CRDName()], m.CRDName(), k.Label, hint)
+		default:
+			out[i] = m
+			warnings = append(warnings, fmt.Sprintf("--mapped-kind %q: preset %s maps %s by the label %s; by %s it is taken as a kind of its own, without what the preset knows of it",
+				o.Mapped[i], preset[m.CRDName()], m.CRDName(), k.Label, m.Label))
+		}
+	}
+	return out, warnings, nil
 }
 
 // applySourceFlags sets the metrics Services and required arguments that
-// the options name on their sources.
-func applySourceFlags(sources []Source, o Options) error {
+// the options name on their sources. It returns a warning for each value
+// that repeats what a preset (fromPreset, by source key) sets already.
+func applySourceFlags(sources []Source, fromPreset map[string]string, o Options) ([]string, error) {
+	var warnings []string
+	repeats := func(flag, v string, s *Source, old, value string) {
+		if p, ok := fromPreset[s.Key()]; ok && old == value {
+			warnings = append(warnings, fmt.Sprintf("%s %q repeats what preset %s sets; remove it", flag, v, p))
+		}
+	}
 	for _, v := range o.MetricsServices {
 		if err := setOnSource(sources, "--source-metrics-service", v, func(s *Source, svc string) error {
 			if errs := validation.IsDNS1035Label(svc); len(errs) > 0 {
 				return fmt.Errorf("invalid Service name %q: %s", svc, strings.Join(errs, "; "))
 			}
+			repeats("--source-metrics-service", v, s, s.MetricsService, svc)
 			s.MetricsService = svc
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, v := range o.RequiredArgs {
@@ -412,13 +513,14 @@ func applySourceFlags(sources []Source, o Options) error {
 			if !strings.HasPrefix(arg, "-") {
 				return fmt.Errorf("argument %q must start with -", arg)
 			}
+			repeats("--source-required-arg", v, s, s.RequiredArg, arg)
 			s.RequiredArg = arg
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return warnings, nil
 }
 
 // checkUnique refuses a source or a mapped kind named twice.
@@ -605,7 +707,6 @@ func fluxKinds(key string) []MappedKind {
 // selector are "app: <controller>-<id>", annotated as a shard, watching
 // only the shard's objects. source-controller and source-watcher also get
 // a Service of their own and advertise it in their artifacts' URLs.
-// helm-controller's copies were named "helm-controller-shard-<id>" before.
 func fluxSources(ns, key string) []Source {
 	base := func(name string, serves ...string) Source {
 		return Source{
@@ -618,7 +719,10 @@ func fluxSources(ns, key string) []Source {
 			SelectorLabels: map[string]string{"app": name + "-" + Placeholder},
 			Annotations:    map[string]string{fluxRoleAnnotation: "shard"},
 			NameSep:        "-",
-			Serves:         serves,
+			// Earlier releases named the copies "<controller>-shard-<id>":
+			// helm-controller's as the preset, the others' as --source.
+			LegacyNameSep: cloneInfix,
+			Serves:        serves,
 		}
 	}
 	withStorage := func(s Source) Source {
@@ -627,13 +731,11 @@ func fluxSources(ns, key string) []Source {
 		s.ExclusiveClaims = true
 		return s
 	}
-	helm := base("helm-controller", "helmreleases")
-	helm.LegacyNameSep = cloneInfix
 	return []Source{
 		// A HelmRelease's chart is built by its shard's source-controller.
 		withStorage(base(fluxSourceController, "gitrepositories", "ocirepositories", "helmrepositories", "helmcharts", "buckets", "helmreleases")),
 		base("kustomize-controller", "kustomizations"),
-		helm,
+		base("helm-controller", "helmreleases"),
 		base("image-reflector-controller", "imagerepositories", "imagepolicies"),
 		base("image-automation-controller", "imageupdateautomations"),
 		withStorage(base(fluxSourceWatcher, "artifactgenerators")),

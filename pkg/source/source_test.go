@@ -56,7 +56,7 @@ func TestBuildPresets(t *testing.T) {
 	assert.Equal(t, "source-controller-a", byName["source-controller"].ServiceCloneName("a"))
 	assert.Equal(t, "helm-controller-a", byName["helm-controller"].CloneName("a"))
 	assert.Equal(t, "helm-controller-shard-a", byName["helm-controller"].LegacyCloneName("a"))
-	assert.Empty(t, byName["kustomize-controller"].LegacyCloneName("a"), "only helm-controller was cloned before")
+	assert.Equal(t, "kustomize-controller-shard-a", byName["kustomize-controller"].LegacyCloneName("a"), "earlier releases cloned it as a --source")
 	assert.Equal(t, "--watch-label-selector=!sharding.fluxcd.io/key", byName["kustomize-controller"].RequiredArg)
 	assert.Equal(t, []string{"fleet-ns", "flux-ns"}, set.ServiceNamespaces())
 }
@@ -180,4 +180,140 @@ func TestIDLimit(t *testing.T) {
 			assert.ErrorContains(t, got.Check(strings.Repeat("a", got.maxLen+1)), "at most")
 		})
 	}
+}
+
+// v0.1.0's README and chart suggested sharding kustomize-controller beside
+// the flux preset, whose only controller was helm-controller then. The
+// flux preset clones it now: the same command line still starts, the
+// preset's definition is used, and the warnings say what to remove.
+func TestBuildTakesTheV010FluxCommandLine(t *testing.T) {
+	set, err := Build(Options{
+		Presets:         []string{"flux"},
+		FluxNamespace:   "flux-system",
+		Custom:          []string{"flux-system/kustomize-controller:manager=--watch-label-selector=sharding.fluxcd.io/key={shard}"},
+		RequiredArgs:    []string{"flux-system/kustomize-controller=--watch-label-selector=!sharding.fluxcd.io/key"},
+		MetricsServices: []string{"flux-system/kustomize-controller=kustomize-controller-metrics"},
+	})
+	require.NoError(t, err)
+	preset, err := Build(Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
+	require.NoError(t, err)
+	require.Len(t, set.Sources, len(preset.Sources), "the duplicate is dropped")
+	for i, s := range set.Sources {
+		want := preset.Sources[i]
+		if s.Name == "kustomize-controller" {
+			want.MetricsService = "kustomize-controller-metrics"
+		}
+		assert.Equal(t, want, s, "the preset's definition of %s wins", s.Name)
+	}
+	kc := set.Sources[1]
+	require.Equal(t, "kustomize-controller", kc.Name)
+	assert.Equal(t, "kustomize-controller-a", kc.CloneName("a"))
+	assert.Equal(t, "kustomize-controller-shard-a", kc.LegacyCloneName("a"), "the copies v0.1.0 made are renamed")
+	assert.Equal(t, "kustomize-controller-metrics-a", kc.ServiceCloneName("a"))
+	assert.Equal(t, []string{
+		`--source "flux-system/kustomize-controller:manager=--watch-label-selector=sharding.fluxcd.io/key={shard}" is ignored: ` +
+			`preset flux clones flux-system/kustomize-controller already (container manager, --watch-label-selector=sharding.fluxcd.io/key={shard}); remove it`,
+		`--source-required-arg "flux-system/kustomize-controller=--watch-label-selector=!sharding.fluxcd.io/key" repeats what preset flux sets; remove it`,
+	}, set.Warnings)
+
+	set, err = Build(Options{Presets: []string{"flux"}, FluxNamespace: "flux-system",
+		MetricsServices: []string{"flux-system/source-controller=source-controller"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{`--source-metrics-service "flux-system/source-controller=source-controller" repeats what preset flux sets; remove it`}, set.Warnings)
+
+	// Two --source of one controller that no preset clones are still refused.
+	_, err = Build(Options{Custom: []string{"ns/a=--s={shard}", "ns/a=--t={shard}"}})
+	assert.ErrorContains(t, err, "source ns/a is named twice")
+}
+
+// Every Flux controller's copies were named "<controller>-shard-<id>" by
+// earlier releases, with --source: each is renamed as helm-controller's.
+func TestFluxSourcesKnowTheirEarlierNames(t *testing.T) {
+	set, err := Build(Options{Presets: []string{"flux"}, FluxNamespace: "flux-system"})
+	require.NoError(t, err)
+	for _, s := range set.Sources {
+		assert.Equal(t, s.Name+"-shard-x", s.LegacyCloneName("x"), s.Name)
+	}
+	set, err = Build(Options{Presets: []string{"fleet"}})
+	require.NoError(t, err)
+	for _, s := range set.Sources {
+		assert.Empty(t, s.LegacyCloneName("x"), "%s: Fleet's names never changed", s.Name)
+	}
+}
+
+// Listing a preset's kind in --mapped-kind (to keep it guarded beside
+// kinds of one's own) keeps what the preset knows of it: Bundles stay
+// derived, GitRepos are bumped on a move, HelmOps and HelmReleases carry
+// their spec labels, Flux's kinds are placed by namespace.
+func TestMappedKindKeepsThePresetsMeaning(t *testing.T) {
+	presetKinds := func(o Options) map[string]MappedKind {
+		set, err := Build(o)
+		require.NoError(t, err)
+		out := map[string]MappedKind{}
+		for _, m := range set.Mapped {
+			out[m.CRDName()] = m
+		}
+		return out
+	}
+	fleet := presetKinds(Options{Presets: []string{"fleet"}})
+	flux := presetKinds(Options{Presets: []string{"flux"}})
+	fluxKey := presetKinds(Options{Presets: []string{"flux"}, FluxShardKey: "example.com/shard"})
+
+	set, err := Build(Options{Presets: []string{"fleet", "flux"}, Mapped: []string{
+		"gitrepos.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref",
+		"helmops.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref",
+		"bundles.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref",
+		"bundledeployments.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref",
+		"helmcharts.v1.source.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"helmreleases.v2.helm.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"kustomizations.v1.kustomize.toolkit.fluxcd.io=sharding.fluxcd.io/key",
+		"widgets.v1.example.com=example.com/shard",
+	}})
+	require.NoError(t, err)
+	require.Len(t, set.Mapped, 8)
+	for _, m := range set.Mapped[:4] {
+		assert.Equal(t, fleet[m.CRDName()], m, m.Name())
+	}
+	for _, m := range set.Mapped[4:7] {
+		assert.Equal(t, flux[m.CRDName()], m, m.Name())
+	}
+	assert.True(t, set.Mapped[2].Derived, "Bundles are never placed")
+	assert.Equal(t, "spec.forceSyncGeneration", set.Mapped[0].BumpOnMove)
+	assert.Equal(t, "spec.labels", set.Mapped[1].SpecLabels)
+	assert.Equal(t, "helm.toolkit.fluxcd.io/name", set.Mapped[4].OwnerLabel)
+	assert.Equal(t, "spec.chart.metadata.labels", set.Mapped[5].SpecLabels)
+	assert.True(t, set.Mapped[6].GroupByNamespace)
+	assert.Equal(t, MappedKind{Resource: set.Mapped[7].Resource, Label: "example.com/shard"}, set.Mapped[7], "a kind no preset knows")
+	assert.Empty(t, set.Warnings)
+
+	// The version listed is kept; Flux's kinds follow its shard key.
+	set, err = Build(Options{Presets: []string{"flux"}, FluxShardKey: "example.com/shard", Mapped: []string{
+		"helmreleases.v2beta2.helm.toolkit.fluxcd.io=example.com/shard",
+	}})
+	require.NoError(t, err)
+	want := fluxKey["helmreleases.helm.toolkit.fluxcd.io"]
+	want.Resource.Version = "v2beta2"
+	assert.Equal(t, []MappedKind{want}, set.Mapped)
+
+	// Another label than the preset's, whose copies select by its own:
+	// the objects would be guarded by a label no shard reads.
+	_, err = Build(Options{Presets: []string{"flux"}, Mapped: []string{"kustomizations.v1.kustomize.toolkit.fluxcd.io=example.com/shard"}})
+	assert.EqualError(t, err, `--mapped-kind "kustomizations.v1.kustomize.toolkit.fluxcd.io=example.com/shard": `+
+		`preset flux maps kustomizations.kustomize.toolkit.fluxcd.io by the label sharding.fluxcd.io/key, which its shards' controllers select by: `+
+		`list it with that label, or set --flux-shard-key`)
+	_, err = Build(Options{Presets: []string{"fleet"}, Mapped: []string{"bundles.v1alpha1.fleet.cattle.io=example.com/shard"}})
+	assert.ErrorContains(t, err, `preset fleet maps bundles.fleet.cattle.io by the label fleet.cattle.io/shard-ref`)
+
+	// Without the preset, another label is a kind of one's own controllers.
+	set, err = Build(Options{Custom: []string{"flux-system/kc=--watch-label-selector=example.com/shard={shard}"},
+		Mapped: []string{"kustomizations.v1.kustomize.toolkit.fluxcd.io=example.com/shard"}})
+	require.NoError(t, err)
+	assert.Equal(t, MappedKind{Resource: set.Mapped[0].Resource, Label: "example.com/shard"}, set.Mapped[0])
+	assert.Equal(t, []string{`--mapped-kind "kustomizations.v1.kustomize.toolkit.fluxcd.io=example.com/shard": ` +
+		`preset flux maps kustomizations.kustomize.toolkit.fluxcd.io by the label sharding.fluxcd.io/key; ` +
+		`by example.com/shard it is taken as a kind of its own, without what the preset knows of it`}, set.Warnings)
+	// ... and with the preset's label, it means what the preset means.
+	set, err = Build(Options{Custom: []string{"ns/c=--s={shard}"}, Mapped: []string{"bundles.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref"}})
+	require.NoError(t, err)
+	assert.True(t, set.Mapped[0].Derived)
 }
