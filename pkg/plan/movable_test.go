@@ -109,7 +109,10 @@ func TestPausedShardReceivesNothing(t *testing.T) {
 }
 
 // One copy at no replica is enough to keep a shard from receiving: the
-// objects that need that controller would be served by nobody there.
+// objects that need that controller would be served by nobody there. A
+// source scaled to 0 is another matter: its controller is off everywhere,
+// so no shard serves its kinds less than another, and the others are
+// still placed.
 func TestShardWithACopyAtNoReplicaReceivesNothing(t *testing.T) {
 	// A source scaled to 0 replicas: its copy on every shard is too.
 	w := newWorld(t)
@@ -125,9 +128,8 @@ func TestShardWithACopyAtNoReplicaReceivesNothing(t *testing.T) {
 	p, err = w.decidePlaced("a,b", "", "")
 	require.NoError(t, err)
 	assert.Empty(t, p.Actions)
-	assert.Empty(t, p.Targets)
-	assert.Equal(t, "shard b is paused: gitjob-shard-b has no Available replica (scaled to 0 replicas), so it receives no new objects",
-		byID(p)["b"].Message)
+	assert.Equal(t, []string{"a", "b"}, p.Targets, "gitjob is off everywhere: no shard is worse for it")
+	assert.Empty(t, byID(p)["b"].Message)
 
 	// One copy scaled down by hand: its shard receives nothing until the
 	// copy is put back and runs.

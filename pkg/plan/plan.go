@@ -325,14 +325,18 @@ type listed struct {
 	idle []string
 }
 
-// countReady counts d in the shard's readiness if it has rolled out, and
-// remembers it if it has rolled out to no replica at all.
-func (out *listed) countReady(d *appsv1.Deployment, st *status.ShardStatus) {
+// countReady counts d, a copy of s, in the shard's readiness if it has
+// rolled out, and remembers it if it has rolled out to no replica at all;
+// unless s itself is scaled to 0: that controller is off everywhere, so
+// no shard serves its kinds less than another, and placement of the
+// others goes on.
+func (out *listed) countReady(s SourceState, d *appsv1.Deployment, st *status.ShardStatus) {
 	if !ready(d) {
 		return
 	}
 	st.Ready++
-	if d.Status.AvailableReplicas == 0 {
+	sourceOff := s.Live != nil && s.Live.Spec.Replicas != nil && *s.Live.Spec.Replicas == 0
+	if d.Status.AvailableReplicas == 0 && !sourceOff {
 		out.idle = append(out.idle, d.Name)
 	}
 }
@@ -384,7 +388,7 @@ func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, 
 	}
 	legacy, legacyServices := legacyCopy(in, s.Source, shard.ID), f.legacyServices(s.Source)
 	if legacy != nil || len(legacyServices) > 0 {
-		defer out.retireLegacy(shard.ID, legacy, legacyServices, existing, st)
+		defer out.retireLegacy(s, shard.ID, legacy, legacyServices, existing, st)
 	}
 	rendered, err := in.Renders.Render(s.Source, s.Live, shard)
 	if err != nil {
@@ -403,11 +407,11 @@ func (out *listed) decideCopy(in Input, s SourceState, shard shardconfig.Shard, 
 	case !s.shardAware():
 		// Left as it is until the source is shard-aware again: the
 		// SourceNotShardAware warning stands meanwhile.
-		out.countReady(existing, st)
+		out.countReady(s, existing, st)
 	default:
 		// A copy being replaced is not ready: it is deleted first.
 		if replaced := out.updateCopy(in, shard.ID, rendered, existing); !replaced {
-			out.countReady(existing, st)
+			out.countReady(s, existing, st)
 		}
 	}
 	a, conflict, err := decideService(in, s, shard, isNew)
@@ -462,11 +466,11 @@ func (f *inForce) legacyServices(src source.Source) []*corev1.Service {
 // acts at a time. Until then it stands in for the current copy in the
 // shard's readiness. Its Services select its pods only, and go with it, or
 // once it is gone.
-func (out *listed) retireLegacy(id string, legacy *appsv1.Deployment, services []*corev1.Service, current *appsv1.Deployment, st *status.ShardStatus) {
+func (out *listed) retireLegacy(s SourceState, id string, legacy *appsv1.Deployment, services []*corev1.Service, current *appsv1.Deployment, st *status.ShardStatus) {
 	if legacy != nil && legacy.DeletionTimestamp == nil {
 		currentReady := current != nil && current.DeletionTimestamp == nil && ready(current) && !out.replacing(current)
 		if !currentReady {
-			out.countReady(legacy, st)
+			out.countReady(s, legacy, st)
 			return
 		}
 		out.actions = append(out.actions, Action{Kind: Delete, Shard: id, Deployment: legacy, Renamed: true})
