@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/stamp"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
@@ -51,6 +53,12 @@ func TestRemovalWaitsUntilNoObjectCanBeBornOnTheShard(t *testing.T) {
 	require.NotNil(t, binding, "the Fleet label's binding")
 	bindings := dyn.Resource(mutatingPolicyResources["MutatingAdmissionPolicyBinding"])
 	require.NoError(t, bindings.Delete(s.ctx, binding.GetName(), metav1.DeleteOptions{}))
+	eventually(t, time.Minute, "the API server no longer applying the Fleet label's policy", func() error {
+		if s.probe(fleetLabel) != "" {
+			return notYet("it still answers", nil)
+		}
+		return nil
+	})
 	s.setPlacement("s1", scope)
 	eventually(t, time.Minute, "the removal of s2 waiting for the policy", func() error {
 		for _, sh := range s.status().Shards {
@@ -66,6 +74,8 @@ func TestRemovalWaitsUntilNoObjectCanBeBornOnTheShard(t *testing.T) {
 		}
 		return nil
 	})
+	require.Equal(t, "", s.probe(fleetLabel), "the probe, as the daemon sends it, gets no answer")
+	require.NotEmpty(t, s.probe(fluxLabel), "the other policy answers it")
 	binding.SetResourceVersion("")
 	_, err := bindings.Create(s.ctx, binding, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -93,4 +103,14 @@ func TestRemovalWaitsUntilNoObjectCanBeBornOnTheShard(t *testing.T) {
 	typo, err := dyn.Resource(gitRepos).Namespace(s.fleetNS).Get(context.Background(), "typo", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "s3", typo.GetLabels()[fleetLabel], "a shard ID set by hand is the operator's")
+}
+
+// probe creates the stamp probe in a dry run, as the daemon does before a
+// removal, and returns the answer of the policy of label ("" for none).
+func (s *scenario) probe(label string) string {
+	s.t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: stamp.ProbeName(s.cmName), Annotations: map[string]string{stamp.AnnotationProbe: label}}}
+	out, err := kube.CoreV1().ConfigMaps(s.fleetNS).Create(s.ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(s.t, err)
+	return out.Annotations[stamp.AnnotationParams]
 }
