@@ -483,9 +483,12 @@ true
 {{/*
 The kinds the stamping policy labels, as JSON {"<label key>": ["<group>/<resource>", ...]}:
 the placed kinds of the presets (Fleet's GitRepos and HelmOps; Flux's
-kinds, with its shard key), or those of mappedKinds when set. Fleet's
-Bundles and BundleDeployments are made by Fleet and follow their owner:
-never stamped.
+kinds, with its shard key), or those of mappedKinds when set, all of
+which placement places. The presets' Bundles and BundleDeployments are
+not: placement counts them and never places them, so they are not
+stamped either. Those Fleet makes take the label of their GitRepo or
+HelmOp; one created by hand stays unlabelled, with Fleet's unsharded
+controllers.
 */}}
 {{- define "shardkeeper.stampKinds" -}}
 {{- $byLabel := dict -}}
