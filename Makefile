@@ -257,7 +257,7 @@ $(BIN)/helm: $(TOOLS_DEPS)
 	$(TOOLS) go build -trimpath -ldflags '$(HELM_LDFLAGS)' -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 
 .PHONY: chart-test
-chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set in charts/shardkeeper/ci/; check that bad values are refused.
+chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set in charts/shardkeeper/ci/ and with 0.1.0's values (--reuse-values); check that bad values are refused and docs/security.md's RBAC table.
 	$(HELM) lint --strict $(CHART)
 	@set -e; for f in $(CHART)/ci/*-values.yaml; do \
 	  echo "helm lint --strict + helm template -f $$f"; \
@@ -310,6 +310,9 @@ chart-test: $(BIN)/helm ## Lint and render the Helm chart with every values set 
 	  $(HELM) template shardkeeper $(CHART) --show-only templates/deployment.yaml --set kubeAPI.initialList=stream | \
 	    grep -qF -- '- --initial-list=stream' || { echo "kubeAPI.initialList=stream is not passed as --initial-list"; exit 1; }; \
 	  echo "kubeAPI.initialList: passed as --initial-list, and only when not auto"
+	go test -count=1 -run TestRightsTableIsTheChart ./docs/
+	@HELM='$(HELM)' hack/chart-reuse-values.sh $(CHART) e2e/testdata/chart-v0.1.0-values.yaml '' '--set placement.enabled=true' \
+	  '--set placement.enabled=true --set presets.flux.enabled=true --api-versions $(MAP_API)'
 	@$(call chart-refuses,$(CHART_SCHEMA_REFUSES),don't meet the specifications of the schema,the schema)
 	@$(call chart-refuses,$(CHART_TEMPLATE_REFUSES),execution error,the chart's checks)
 

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"maps"
 	"slices"
@@ -166,8 +167,10 @@ func spread(objects map[string]string, ids ...string) (int, map[string]int) {
 // namespaces is labelled in the create requests themselves, with groups
 // by namespace and without: the daemon never has to assign one, each
 // namespace's objects share a shard, and one placement round spreads them
-// within the threshold. Groups by a label hold within each namespace, and
-// an object outside placement's selector is not stamped.
+// within the threshold. Objects created with generateName, which have no
+// name at admission, are stamped and spread too. Groups by a label hold
+// across namespaces, and an object outside placement's selector is not
+// stamped.
 func TestBornOnTheirShard(t *testing.T) {
 	s := newScenario(t, "stamp", true)
 	s.chartArgs = []string{"--api-versions", mapAPIVersion}
@@ -252,6 +255,34 @@ func TestBornOnTheirShard(t *testing.T) {
 		moved, _ := s.moved()
 		assert.Zero(t, moved["assigned"], "the daemon assigned nothing (%v)", moved)
 		t.Logf("moves since the first burst: %v", moved)
+	})
+
+	t.Run("with generateName", func(t *testing.T) {
+		s.t = t
+		// Such an object has no name at admission: the policy hashes its
+		// content instead. The loads are within 20 of each other here, so
+		// each shard holds at least 22 of the 64 entries of the daemon's
+		// sequence; with a random part in every spec, all 64 objects land
+		// on one shard by chance with a probability under (42/64)^64, about
+		// 2e-12.
+		token := strings.ToLower(rand.Text())
+		born := map[string]string{}
+		for i := range 64 {
+			ns := namespaces[i%len(namespaces)]
+			obj := testfixture.Object(gitRepos, ns, "", "x", "")
+			obj.SetName("")
+			obj.SetGenerateName("d-")
+			require.NoError(t, unstructured.SetNestedField(obj.Object, fmt.Sprintf("https://example.com/%s/repo-%d", token, i), "spec", "repo"))
+			out, err := dyn.Resource(gitRepos).Namespace(ns).Create(s.ctx, obj, metav1.CreateOptions{})
+			require.NoError(t, err)
+			shard := out.GetLabels()[fleetLabel]
+			assert.Contains(t, []string{"s1", "s2"}, shard, "%s/%s born on a listed, Available shard", ns, out.GetName())
+			assert.Equal(t, shard, out.GetAnnotations()[mapped.AssignedShardAnnotation], "%s/%s: placement's record", ns, out.GetName())
+			born[ns+"/"+out.GetName()] = shard
+		}
+		_, loads := spread(born, "s1", "s2")
+		t.Logf("born with generateName: %v", loads)
+		assert.True(t, loads["s1"] > 0 && loads["s2"] > 0, "a burst of objects with generateName is not born on one shard: %v", loads)
 	})
 
 	t.Run("grouped by a label within each namespace, within the selector", func(t *testing.T) {

@@ -407,7 +407,7 @@ Checks of the values that the schema cannot express.
 {{- fail (printf "image.repository %q starts with a registry, and image.registry %q is put in front of it: image.repository holds only the repository now, so set image.registry=%s image.repository=%s, or image.registry=\"\" to use the repository as it is" .Values.image.repository $registry $first $rest) -}}
 {{- end -}}
 {{- end -}}
-{{- $key := .Values.presets.flux.shardKey -}}
+{{- $key := include "shardkeeper.fluxShardKey" . -}}
 {{- if and (contains "/" $key) (gt (len (regexReplaceAll "/[^/]*$" $key "")) 253) -}}
 {{- fail (printf "presets.flux.shardKey %q: the prefix before '/' must be at most 253 characters" $key) -}}
 {{- end -}}
@@ -452,13 +452,30 @@ or flow, quoted): a shard ID is in the list's words when the list names it.
 {{- end }}
 
 {{/*
+The keys below were added after 0.1.0. `helm upgrade --reuse-values` from
+0.1.0 renders with 0.1.0's values.yaml, not this chart's, so they may be
+missing: each is read through a default equal to values.yaml's (the
+others, kubeAPI.compression and kubeAPI.initialList, read as false and
+"auto" when missing). make chart-test renders the chart with 0.1.0's values
+(hack/chart-reuse-values.sh).
+*/}}
+
+{{/*
+presets.flux.shardKey, or Flux's own key where the values lack it.
+*/}}
+{{- define "shardkeeper.fluxShardKey" -}}
+{{- .Values.presets.flux.shardKey | default "sharding.fluxcd.io/key" -}}
+{{- end -}}
+
+{{/*
 "true" when the chart installs the stamping policy (stamppolicy.yaml) and
-passes --stamp: placement is allowed, placement.stamp.enabled, and the API
+passes --stamp: placement is allowed, placement.stamp.enabled (true where
+the values lack it), and the API
 server serves MutatingAdmissionPolicy v1 (Kubernetes 1.36 and later).
 Otherwise "", and placement labels new objects from its rounds as before.
 */}}
 {{- define "shardkeeper.stamp" -}}
-{{- if and .Values.placement.enabled .Values.placement.stamp.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") -}}
+{{- if and .Values.placement.enabled (dig "stamp" "enabled" true .Values.placement) (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") -}}
 true
 {{- end -}}
 {{- end -}}
@@ -466,9 +483,12 @@ true
 {{/*
 The kinds the stamping policy labels, as JSON {"<label key>": ["<group>/<resource>", ...]}:
 the placed kinds of the presets (Fleet's GitRepos and HelmOps; Flux's
-kinds, with its shard key), or those of mappedKinds when set. Fleet's
-Bundles and BundleDeployments are made by Fleet and follow their owner:
-never stamped.
+kinds, with its shard key), or those of mappedKinds when set, all of
+which placement places. The presets' Bundles and BundleDeployments are
+not: placement counts them and never places them, so they are not
+stamped either. Those Fleet makes take the label of their GitRepo or
+HelmOp; one created by hand stays unlabelled, with Fleet's unsharded
+controllers.
 */}}
 {{- define "shardkeeper.stampKinds" -}}
 {{- $byLabel := dict -}}
@@ -493,7 +513,7 @@ never stamped.
 {{- $flux = append $flux (printf "image.toolkit.fluxcd.io/%s" .) -}}
 {{- end -}}
 {{- $flux = append $flux "source.extensions.fluxcd.io/artifactgenerators" -}}
-{{- $_ := set $byLabel .Values.presets.flux.shardKey $flux -}}
+{{- $_ := set $byLabel (include "shardkeeper.fluxShardKey" .) $flux -}}
 {{- end -}}
 {{- end -}}
 {{- $byLabel | toJson -}}

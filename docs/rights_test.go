@@ -1,0 +1,202 @@
+package docs_test
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// securityPage holds the table of the rights the chart grants, under
+// rightsHeading.
+const (
+	securityPage  = "docs/security.md"
+	rightsHeading = "### The rights it asks for"
+)
+
+// The chart as the table describes it: rendered with its defaults, and with
+// every option that grants more (placement, the stamping policy, Flux).
+const release = "shardkeeper"
+
+var (
+	defaultValues = []string{}
+	allValues     = []string{
+		"--set", "placement.enabled=true", "--set", "presets.flux.enabled=true",
+		"--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+	}
+	backticked = regexp.MustCompile("`([^`]+)`")
+)
+
+// TestRightsTableIsTheChart checks the table of docs/security.md against the
+// chart's RBAC: the rows without a condition ("only with ..." in their
+// first column) grant what the chart grants with its defaults, and all rows
+// together what it grants with every option on. A right is where (the
+// release namespace, the source namespaces or the cluster), a resource, a
+// name or none, and a verb. It needs Helm, which make chart-test builds and
+// passes as $SHARDKEEPER_BIN_DIR/helm.
+func TestRightsTableIsTheChart(t *testing.T) {
+	helm := filepath.Join(os.Getenv("SHARDKEEPER_BIN_DIR"), "helm")
+	if _, err := os.Stat(helm); os.Getenv("SHARDKEEPER_BIN_DIR") == "" || err != nil {
+		t.Skip("no Helm at $SHARDKEEPER_BIN_DIR/helm: make chart-test runs this test")
+	}
+	always, all := rightsTable(t)
+	for _, c := range []struct {
+		what  string
+		table []string
+		args  []string
+	}{
+		{"the rows without a condition, against the chart's defaults", always, defaultValues},
+		{"all the rows, against the chart with " + strings.Join(allValues, " "), all, allValues},
+	} {
+		chart := rendered(t, helm, c.args)
+		assert.Empty(t, missing(chart, c.table), "%s, %s: granted by the chart, not in the table", securityPage, c.what)
+		assert.Empty(t, missing(c.table, chart), "%s, %s: in the table, not granted by the chart", securityPage, c.what)
+	}
+}
+
+// missing is what of want got lacks.
+func missing(want, got []string) []string {
+	var out []string
+	for _, r := range want {
+		if !slices.Contains(got, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// rightsTable reads the table of securityPage: the rights of its rows
+// without a condition, and those of all its rows. The second column of a
+// row is a list of "<resources> [`<name>`...]: <verbs>" separated by "; ".
+func rightsTable(t *testing.T) (always, all []string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, securityPage))
+	require.NoError(t, err)
+	_, after, ok := strings.Cut(string(data), "\n"+rightsHeading+"\n")
+	require.True(t, ok, "%s: no heading %q", securityPage, rightsHeading)
+	rows := 0
+	sc := bufio.NewScanner(strings.NewReader(after))
+	inTable := false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "|") {
+			if inTable {
+				break
+			}
+			continue
+		}
+		inTable = true
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		require.Len(t, cells, 3, "%s: a row of the rights table has 3 columns: %s", securityPage, line)
+		where, what := strings.TrimSpace(cells[0]), strings.TrimSpace(cells[1])
+		if where == "where" || strings.HasPrefix(where, "---") {
+			continue
+		}
+		rows++
+		scope := scopeOf(t, where)
+		for clause := range strings.SplitSeq(what, "; ") {
+			head, verbs, ok := strings.Cut(clause, ": ")
+			require.True(t, ok, "%s: %q is not <resources> [`<name>`]: <verbs>", securityPage, clause)
+			names := []string{""}
+			if m := backticked.FindAllStringSubmatch(head, -1); m != nil {
+				names = nil
+				for _, n := range m {
+					names = append(names, n[1])
+				}
+				head = backticked.ReplaceAllString(head, "")
+			}
+			for _, res := range strings.Split(head, ",") {
+				for _, name := range names {
+					for _, verb := range strings.Split(verbs, ",") {
+						r := right(scope, strings.TrimSpace(res), name, strings.TrimSpace(verb))
+						all = append(all, r)
+						if !strings.Contains(where, "only with") {
+							always = append(always, r)
+						}
+					}
+				}
+			}
+		}
+	}
+	require.NotZero(t, rows, "%s: no table under %q", securityPage, rightsHeading)
+	return normal(always), normal(all)
+}
+
+// scopeOf is where a row of the table grants: its first column begins with
+// it.
+func scopeOf(t *testing.T, where string) string {
+	t.Helper()
+	for _, s := range []string{"release namespace", "each source namespace", "cluster"} {
+		if strings.HasPrefix(where, s) {
+			return s
+		}
+	}
+	t.Fatalf("%s: a row's first column begins with the release namespace, each source namespace or cluster: %q", securityPage, where)
+	return ""
+}
+
+// rendered is what the chart's RBAC grants with the helm template arguments
+// args: the Role <release> in the release namespace, the Roles
+// <release>-deployments in the source namespaces and the ClusterRole.
+func rendered(t *testing.T, helm string, args []string) []string {
+	t.Helper()
+	bin := filepath.Dir(helm)
+	cmd := exec.Command(helm, append([]string{"template", release, filepath.Join(root, "charts/shardkeeper"),
+		"--namespace", "cattle-fleet-system", "--show-only", "templates/rbac.yaml"}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
+		"HELM_CONFIG_HOME="+bin+"/.helm/config", "HELM_DATA_HOME="+bin+"/.helm/data")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
+	var rights []string
+	for doc := range strings.SplitSeq(string(out), "\n---\n") {
+		var role rbacv1.ClusterRole // a Role has the same fields
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &role))
+		var scope string
+		switch {
+		case role.Kind == "Role" && role.Name == release:
+			scope = "release namespace"
+		case role.Kind == "Role" && role.Name == release+"-deployments":
+			scope = "each source namespace"
+		case role.Kind == "ClusterRole":
+			scope = "cluster"
+		default:
+			continue
+		}
+		for _, rule := range role.Rules {
+			names := rule.ResourceNames
+			if len(names) == 0 {
+				names = []string{""}
+			}
+			for _, res := range rule.Resources {
+				for _, name := range names {
+					for _, verb := range rule.Verbs {
+						rights = append(rights, right(scope, res, name, verb))
+					}
+				}
+			}
+		}
+	}
+	return normal(rights)
+}
+
+func right(scope, resource, name, verb string) string {
+	return scope + ": " + resource + " " + name + ": " + verb
+}
+
+// normal sorts rights and drops the repeated ones.
+func normal(rights []string) []string {
+	slices.Sort(rights)
+	return slices.Compact(rights)
+}
