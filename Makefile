@@ -178,7 +178,7 @@ vet: ## Check formatting and run go vet.
 	go vet -tags e2e ./e2e/...
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests (pure logic, fuzz seed corpora included).
+test-unit: $(BIN)/helm ## Run the unit tests (pure logic, fuzz seed corpora included; docs/security.md's rights against the chart, with Helm).
 	go test -race -count=1 ./... ./bench/... ./e2e/...
 
 .PHONY: test-e2e
