@@ -45,12 +45,7 @@ var (
 // name or none, and a verb. It needs Helm, which make builds and passes as
 // $SHARDKEEPER_BIN_DIR/helm.
 func TestRightsTableIsTheChart(t *testing.T) {
-	if os.Getenv("SHARDKEEPER_BIN_DIR") == "" {
-		t.Skip("$SHARDKEEPER_BIN_DIR is not set: make test-unit and make chart-test run this test with the Helm they build")
-	}
-	helm := filepath.Join(os.Getenv("SHARDKEEPER_BIN_DIR"), "helm")
-	_, err := os.Stat(helm)
-	require.NoError(t, err, "no Helm at $SHARDKEEPER_BIN_DIR/helm: build it with make helm")
+	helm := helmOf(t)
 	always, all := rightsTable(t)
 	for _, c := range []struct {
 		what  string
@@ -64,6 +59,18 @@ func TestRightsTableIsTheChart(t *testing.T) {
 		assert.Empty(t, missing(chart, c.table), "%s, %s: granted by the chart, not in the table", securityPage, c.what)
 		assert.Empty(t, missing(c.table, chart), "%s, %s: in the table, not granted by the chart", securityPage, c.what)
 	}
+}
+
+// helmOf returns make's Helm, $SHARDKEEPER_BIN_DIR/helm.
+func helmOf(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("SHARDKEEPER_BIN_DIR") == "" {
+		t.Skip("$SHARDKEEPER_BIN_DIR is not set: make test-unit and make chart-test run this test with the Helm they build")
+	}
+	helm := filepath.Join(os.Getenv("SHARDKEEPER_BIN_DIR"), "helm")
+	_, err := os.Stat(helm)
+	require.NoError(t, err, "no Helm at $SHARDKEEPER_BIN_DIR/helm: build it with make helm")
+	return helm
 }
 
 // missing is what of want got lacks.
@@ -152,17 +159,9 @@ func scopeOf(t *testing.T, where string) string {
 // <release>-deployments in the source namespaces and the ClusterRole.
 func rendered(t *testing.T, helm string, args []string) []string {
 	t.Helper()
-	bin := filepath.Dir(helm)
-	cmd := exec.Command(helm, append([]string{"template", release, filepath.Join(root, "charts/shardkeeper"),
-		"--namespace", "cattle-fleet-system", "--show-only", "templates/rbac.yaml"}, args...)...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
-		"HELM_CONFIG_HOME="+bin+"/.helm/config", "HELM_DATA_HOME="+bin+"/.helm/data")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
+	out := template(t, helm, append([]string{"--show-only", "templates/rbac.yaml"}, args...))
 	var rights []string
-	for doc := range strings.SplitSeq(string(out), "\n---\n") {
+	for doc := range strings.SplitSeq(out, "\n---\n") {
 		var role rbacv1.ClusterRole // a Role has the same fields
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &role))
 		var scope string
@@ -193,6 +192,21 @@ func rendered(t *testing.T, helm string, args []string) []string {
 	return normal(rights)
 }
 
+// template is `helm template` of the chart with args, as make's Helm runs it.
+func template(t *testing.T, helm string, args []string) string {
+	t.Helper()
+	bin := filepath.Dir(helm)
+	cmd := exec.Command(helm, append([]string{"template", release, filepath.Join(root, "charts/shardkeeper"),
+		"--namespace", "cattle-fleet-system"}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
+		"HELM_CONFIG_HOME="+bin+"/.helm/config", "HELM_DATA_HOME="+bin+"/.helm/data")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
+	return string(out)
+}
+
 func right(scope, resource, name, verb string) string {
 	return scope + ": " + resource + " " + name + ": " + verb
 }
@@ -201,4 +215,25 @@ func right(scope, resource, name, verb string) string {
 func normal(rights []string) []string {
 	slices.Sort(rights)
 	return slices.Compact(rights)
+}
+
+// TestMappedKindsKeepThePresetsRights: a preset's kind listed in
+// mappedKinds with the preset's label keeps what the preset grants and
+// stamps (the daemon keeps its meaning too): a Bundle is counted, never
+// patched or stamped, and a GitRepo is read before a move; a kind of one's
+// own is placed.
+func TestMappedKindsKeepThePresetsRights(t *testing.T) {
+	helm := helmOf(t)
+	args := []string{"--set", "placement.enabled=true", "--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+		"--set", "mappedKinds={gitrepos.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref,bundles.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref,widgets.v1.example.com=example.com/shard}"}
+	rights := rendered(t, helm, args)
+	assert.NotContains(t, rights, right("cluster", "bundles", "", "patch"), "a listed Bundle is never placed")
+	assert.Contains(t, rights, right("cluster", "bundles", "", "watch"))
+	assert.Contains(t, rights, right("cluster", "gitrepos", "", "get"), "a listed GitRepo is read before its move, as the preset's")
+	assert.Contains(t, rights, right("cluster", "widgets", "", "patch"))
+
+	policies := template(t, helm, append(args, "--show-only", "templates/stamppolicy.yaml"))
+	assert.NotContains(t, policies, "bundles", "a listed Bundle is never stamped")
+	assert.Contains(t, policies, `resources: ["gitrepos"]`)
+	assert.Contains(t, policies, `resources: ["widgets"]`)
 }

@@ -163,53 +163,73 @@ extraSourceMetricsServices.
 {{- end -}}
 
 {{/*
+The mapped kinds, as JSON {"<group>/<resource>": {"label": ..., "role": ...}}:
+the presets' (Fleet: GitRepos, HelmOps, Bundles and BundleDeployments;
+Flux: its sources, Kustomizations, HelmReleases, image objects and
+ArtifactGenerators, as the daemon's fluxKinds lists them), or mappedKinds
+when set, which replace them. role is "derived" for a kind made from
+another and only counted (Fleet's Bundles and BundleDeployments), "read"
+for a kind whose move reads the whole object first (GitRepos, HelmOps,
+HelmReleases), "placed" for the others. A kind of mappedKinds that a preset
+knows, by the preset's label, keeps the preset's role, as the daemon keeps
+its meaning (pkg/source withPresetMeaning); by another label it is a kind of
+its own, "placed".
+*/}}
+{{- define "shardkeeper.kinds" -}}
+{{- $fleet := "fleet.cattle.io/shard-ref" -}}
+{{- $flux := include "shardkeeper.fluxShardKey" . -}}
+{{- $fleetKinds := dict "fleet.cattle.io/gitrepos" "read" "fleet.cattle.io/helmops" "read" "fleet.cattle.io/bundles" "derived" "fleet.cattle.io/bundledeployments" "derived" -}}
+{{- $fluxKinds := dict "kustomize.toolkit.fluxcd.io/kustomizations" "placed" "helm.toolkit.fluxcd.io/helmreleases" "read" "source.extensions.fluxcd.io/artifactgenerators" "placed" -}}
+{{- range list "gitrepositories" "ocirepositories" "helmrepositories" "helmcharts" "buckets" -}}
+{{- $_ := set $fluxKinds (printf "source.toolkit.fluxcd.io/%s" .) "placed" -}}
+{{- end -}}
+{{- range list "imagerepositories" "imagepolicies" "imageupdateautomations" -}}
+{{- $_ := set $fluxKinds (printf "image.toolkit.fluxcd.io/%s" .) "placed" -}}
+{{- end -}}
+{{- $kinds := dict -}}
+{{- if .Values.mappedKinds -}}
+{{- range .Values.mappedKinds -}}
+{{- $label := regexReplaceAll "^[^=]*=" . "" -}}
+{{- $parts := regexSplit "\\." (regexReplaceAll "=.*$" . "") 3 -}}
+{{- $key := printf "%s/%s" (index $parts 2) (index $parts 0) -}}
+{{- $role := "placed" -}}
+{{- if and (eq $label $fleet) (hasKey $fleetKinds $key) }}{{ $role = get $fleetKinds $key }}{{ end -}}
+{{- if and (eq $label $flux) (hasKey $fluxKinds $key) }}{{ $role = get $fluxKinds $key }}{{ end -}}
+{{- $_ := set $kinds $key (dict "label" $label "role" $role) -}}
+{{- end -}}
+{{- else -}}
+{{- if .Values.presets.fleet.enabled -}}
+{{- range $key, $role := $fleetKinds }}{{ $_ := set $kinds $key (dict "label" $fleet "role" $role) }}{{ end -}}
+{{- end -}}
+{{- if .Values.presets.flux.enabled -}}
+{{- range $key, $role := $fluxKinds }}{{ $_ := set $kinds $key (dict "label" $flux "role" $role) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $kinds | toJson -}}
+{{- end -}}
+
+{{/*
 The cluster-wide rules on the objects the daemon counts per shard, as a JSON
 list of {apiGroups, resources, verbs}: one rule per API group and set of
-verbs, resources sorted. The kinds are the presets' (Fleet: GitRepos,
-HelmOps, Bundles and BundleDeployments; Flux: its sources, Kustomizations,
-HelmReleases, image objects and ArtifactGenerators, as the daemon's
-fluxKinds lists them), or mappedKinds when set, which replace them. Every
-kind is listed and watched. With placement.enabled:
-- the mapped kinds are patched (their shard label), except Fleet's Bundles
-  and BundleDeployments, which are made by Fleet and only counted;
+verbs, resources sorted. Every kind of shardkeeper.kinds is listed and
+watched. With placement.enabled:
+- the kinds placed are patched (their shard label), but not the derived
+  ones (Fleet's Bundles and BundleDeployments), which are made by Fleet and
+  only counted;
 - the kinds whose move reads the whole object first are also read one by
-  one (get), as the caches hold metadata only: with the Fleet preset,
-  GitRepos (placement reads spec.forceSyncGeneration before it bumps it)
-  and HelmOps (it writes the shard label into spec.labels too); with the
-  Flux preset, HelmReleases (it reads spec.chart before it writes the
-  shard label into spec.chart.metadata.labels, which a HelmRelease with
-  spec.chartRef lacks).
-mappedKinds are list, watch (and patch with placement), nothing more.
+  one (get), as the caches hold metadata only: GitRepos (placement reads
+  spec.forceSyncGeneration before it bumps it), HelmOps (it writes the
+  shard label into spec.labels too) and HelmReleases (it reads spec.chart
+  before it writes the shard label into spec.chart.metadata.labels, which a
+  HelmRelease with spec.chartRef lacks).
 */}}
 {{- define "shardkeeper.mappedRules" -}}
 {{- $place := .Values.placement.enabled -}}
 {{- /* "group/resource" -> list of verbs */ -}}
 {{- $kinds := dict -}}
-{{- $rw := ternary (list "list" "watch" "patch") (list "list" "watch") $place -}}
-{{- $rwGet := ternary (list "get" "list" "watch" "patch") $rw $place -}}
-{{- if .Values.mappedKinds -}}
-{{- range .Values.mappedKinds -}}
-{{- $parts := regexSplit "\\." (regexReplaceAll "=.*$" . "") 3 -}}
-{{- $_ := set $kinds (printf "%s/%s" (index $parts 2) (index $parts 0)) $rw -}}
-{{- end -}}
-{{- else -}}
-{{- if .Values.presets.fleet.enabled -}}
-{{- $_ := set $kinds "fleet.cattle.io/gitrepos" $rwGet -}}
-{{- $_ := set $kinds "fleet.cattle.io/helmops" $rwGet -}}
-{{- $_ := set $kinds "fleet.cattle.io/bundles" (list "list" "watch") -}}
-{{- $_ := set $kinds "fleet.cattle.io/bundledeployments" (list "list" "watch") -}}
-{{- end -}}
-{{- if .Values.presets.flux.enabled -}}
-{{- range list "gitrepositories" "ocirepositories" "helmrepositories" "helmcharts" "buckets" -}}
-{{- $_ := set $kinds (printf "source.toolkit.fluxcd.io/%s" .) $rw -}}
-{{- end -}}
-{{- $_ := set $kinds "kustomize.toolkit.fluxcd.io/kustomizations" $rw -}}
-{{- $_ := set $kinds "helm.toolkit.fluxcd.io/helmreleases" $rwGet -}}
-{{- range list "imagerepositories" "imagepolicies" "imageupdateautomations" -}}
-{{- $_ := set $kinds (printf "image.toolkit.fluxcd.io/%s" .) $rw -}}
-{{- end -}}
-{{- $_ := set $kinds "source.extensions.fluxcd.io/artifactgenerators" $rw -}}
-{{- end -}}
+{{- $verbs := dict "derived" (list "list" "watch") "placed" (ternary (list "list" "watch" "patch") (list "list" "watch") $place) "read" (ternary (list "get" "list" "watch" "patch") (list "list" "watch") $place) -}}
+{{- range $key, $kind := include "shardkeeper.kinds" . | fromJson -}}
+{{- $_ := set $kinds $key (get $verbs $kind.role) -}}
 {{- end -}}
 {{- /* "group|verbs" -> rule; dict keys range in sorted order */ -}}
 {{- $rules := dict -}}
@@ -482,38 +502,17 @@ true
 
 {{/*
 The kinds the stamping policy labels, as JSON {"<label key>": ["<group>/<resource>", ...]}:
-the placed kinds of the presets (Fleet's GitRepos and HelmOps; Flux's
-kinds, with its shard key), or those of mappedKinds when set, all of
-which placement places. The presets' Bundles and BundleDeployments are
-not: placement counts them and never places them, so they are not
-stamped either. Those Fleet makes take the label of their GitRepo or
-HelmOp; one created by hand stays unlabelled, with Fleet's unsharded
-controllers.
+the kinds of shardkeeper.kinds but the derived ones: Bundles and
+BundleDeployments, listed in mappedKinds or not, are counted and never
+placed, so they are not stamped either. Those Fleet makes take the label of
+their GitRepo or HelmOp; one created by hand stays unlabelled, with Fleet's
+unsharded controllers.
 */}}
 {{- define "shardkeeper.stampKinds" -}}
 {{- $byLabel := dict -}}
-{{- if .Values.mappedKinds -}}
-{{- range .Values.mappedKinds -}}
-{{- $label := regexReplaceAll "^[^=]*=" . "" -}}
-{{- $parts := regexSplit "\\." (regexReplaceAll "=.*$" . "") 3 -}}
-{{- $_ := set $byLabel $label (append (get $byLabel $label | default list) (printf "%s/%s" (index $parts 2) (index $parts 0))) -}}
-{{- end -}}
-{{- else -}}
-{{- if .Values.presets.fleet.enabled -}}
-{{- $_ := set $byLabel "fleet.cattle.io/shard-ref" (list "fleet.cattle.io/gitrepos" "fleet.cattle.io/helmops") -}}
-{{- end -}}
-{{- if .Values.presets.flux.enabled -}}
-{{- $flux := list -}}
-{{- range list "gitrepositories" "ocirepositories" "helmrepositories" "helmcharts" "buckets" -}}
-{{- $flux = append $flux (printf "source.toolkit.fluxcd.io/%s" .) -}}
-{{- end -}}
-{{- $flux = append $flux "kustomize.toolkit.fluxcd.io/kustomizations" -}}
-{{- $flux = append $flux "helm.toolkit.fluxcd.io/helmreleases" -}}
-{{- range list "imagerepositories" "imagepolicies" "imageupdateautomations" -}}
-{{- $flux = append $flux (printf "image.toolkit.fluxcd.io/%s" .) -}}
-{{- end -}}
-{{- $flux = append $flux "source.extensions.fluxcd.io/artifactgenerators" -}}
-{{- $_ := set $byLabel (include "shardkeeper.fluxShardKey" .) $flux -}}
+{{- range $key, $kind := include "shardkeeper.kinds" . | fromJson -}}
+{{- if ne $kind.role "derived" -}}
+{{- $_ := set $byLabel $kind.label (append (get $byLabel $kind.label | default list) $key) -}}
 {{- end -}}
 {{- end -}}
 {{- $byLabel | toJson -}}
