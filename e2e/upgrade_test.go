@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -89,7 +90,8 @@ func v010Release(t *testing.T) (bin, chart string) {
 	bin, chart = filepath.Join(dir, "shardkeeper"), filepath.Join(dir, "charts", "shardkeeper")
 	for _, p := range []string{bin, filepath.Join(chart, "Chart.yaml")} {
 		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("v0.1.0 (commit %s) is not built: %v; `make %s` builds it from the commit, which the clone must have", v010Commit, err, bin)
+			t.Fatalf("v0.1.0's daemon and chart are not in %s: %v; `make \"$PWD/bin/v0.1.0/shardkeeper\"` builds them from commit %s, which the clone must have, or %s names where they are",
+				dir, err, v010Commit, v010Env)
 		}
 	}
 	out, err := exec.CommandContext(t.Context(), bin, "--version").Output()
@@ -108,41 +110,10 @@ func upgradeFromV010(t *testing.T, oldBin, oldChart, name string, reuseValues bo
 	began := time.Now()
 	t.Cleanup(func() { t.Logf("%s took %s", t.Name(), time.Since(began).Round(time.Second)) })
 	s := newScenario(t, name, true)
-	fs := &fluxScenario{scenario: s}
-	// Flux as its sharding guide leaves it (helm-controller comes with the
-	// scenario): every main controller excludes the sharded objects, as
-	// the CHANGELOG's upgrade note asks of source- and kustomize-controller.
-	for _, d := range []*appsv1.Deployment{testfixture.SourceController(s.fluxNS, true), testfixture.KustomizeController(s.fluxNS, true)} {
-		_, err := kube.AppsV1().Deployments(s.fluxNS).Create(s.ctx, d, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-	_, err := kube.CoreV1().Services(s.fluxNS).Create(s.ctx, testfixture.SourceControllerService(s.fluxNS), metav1.CreateOptions{})
-	require.NoError(t, err)
-	for _, id := range upgradeShards {
-		fs.helmRelease(s.fleetNS, "app-"+id, "charts", id)
-		fs.kustomization(s.fleetNS, "infra-"+id, "repo", id)
-	}
-
-	// v0.1.0's chart, with its README's Flux example in its values.
-	values := filepath.Join(t.TempDir(), "values.yaml")
-	require.NoError(t, os.WriteFile(values, []byte(v010Values(s.fluxNS)), 0o600))
+	shardedFlux(t, s)
 	release := name
-	helm(t, "install", release, oldChart, "--namespace", s.fleetNS, "-f", values)
-	t.Cleanup(func() { helm(t, "uninstall", release, "--namespace", s.fleetNS) })
+	values, old := runV010(t, s, oldBin, oldChart, release)
 	shardList := s.shardList()
-	t.Setenv("POD_NAMESPACE", s.fleetNS)
-	old := startBinary(t, oldBin, releaseArgs(t, s, release)...)
-	eventually(t, time.Minute, "v0.1.0's copies Available", func() error {
-		got := s.deployments()
-		for _, id := range upgradeShards {
-			for _, c := range v010Controllers {
-				if err := notAvailable(got[v010Name(c, id)]); err != nil {
-					return notYet(v010Name(c, id), err)
-				}
-			}
-		}
-		return nil
-	})
 
 	w := watchUpgrade(s)
 	args := []string{"upgrade", release, chartDir, "--namespace", s.fleetNS}
@@ -179,6 +150,55 @@ func upgradeFromV010(t *testing.T, oldBin, oldChart, name string, reuseValues bo
 	refused, err := s.daemon.metricSum("rest_client_requests_total", `code="403"`)
 	require.NoError(t, err)
 	assert.Zero(t, refused, "the upgraded daemon was refused a request that the upgraded chart should allow")
+}
+
+// shardedFlux completes the scenario's Flux as its sharding guide leaves
+// it (helm-controller comes with the scenario): every main controller
+// excludes the sharded objects, as the CHANGELOG's upgrade note asks of
+// source- and kustomize-controller. Each of upgradeShards gets a
+// HelmRelease and a Kustomization.
+func shardedFlux(t *testing.T, s *scenario) {
+	t.Helper()
+	for _, d := range []*appsv1.Deployment{testfixture.SourceController(s.fluxNS, true), testfixture.KustomizeController(s.fluxNS, true)} {
+		_, err := kube.AppsV1().Deployments(s.fluxNS).Create(s.ctx, d, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := kube.CoreV1().Services(s.fluxNS).Create(s.ctx, testfixture.SourceControllerService(s.fluxNS), metav1.CreateOptions{})
+	require.NoError(t, err)
+	fs := &fluxScenario{scenario: s}
+	for _, id := range upgradeShards {
+		fs.helmRelease(s.fleetNS, "app-"+id, "charts", id)
+		fs.kustomization(s.fleetNS, "infra-"+id, "repo", id)
+	}
+}
+
+// runV010 installs v0.1.0's chart as release, with its README's Flux
+// example in its values, and runs v0.1.0's daemon with the arguments of
+// the chart's Deployment until its copies are Available. It returns the
+// values file and the daemon.
+func runV010(t *testing.T, s *scenario, oldBin, oldChart, release string) (string, *daemon) {
+	t.Helper()
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(v010Values(s.fluxNS)), 0o600))
+	helm(t, "install", release, oldChart, "--namespace", s.fleetNS, "-f", values)
+	// The release's cluster-wide objects outlive the namespace: uninstall
+	// it, once the test's own context has ended.
+	home := t.TempDir()
+	t.Cleanup(func() { helmUnder(context.Background(), t, home, "uninstall", release, "--namespace", s.fleetNS) })
+	t.Setenv("POD_NAMESPACE", s.fleetNS)
+	old := startBinary(t, oldBin, releaseArgs(t, s, release)...)
+	eventually(t, time.Minute, "v0.1.0's copies Available", func() error {
+		got := s.deployments()
+		for _, id := range upgradeShards {
+			for _, c := range v010Controllers {
+				if err := notAvailable(got[v010Name(c, id)]); err != nil {
+					return notYet(v010Name(c, id), err)
+				}
+			}
+		}
+		return nil
+	})
+	return values, old
 }
 
 // v010Values are the chart values of v0.1.0's README's Flux example, for
@@ -318,7 +338,6 @@ func watchUpgrade(s *scenario) *upgradeWatch {
 	t := s.t
 	t.Helper()
 	w := &upgradeWatch{available: map[string]bool{}, gaps: map[string]bool{}}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
 	follow := func(kind, rv string, watchFn cache.WatchFuncWithContext) {
 		rw, err := watchtools.NewRetryWatcherWithContext(s.ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFn})
 		require.NoError(t, err)
@@ -341,11 +360,18 @@ func watchUpgrade(s *scenario) *upgradeWatch {
 		w.available[list.Items[i].Name] = hasAvailable(&list.Items[i])
 	}
 	w.checkGaps("the start")
+	t.Cleanup(func() {
+		if p := w.problems(); t.Failed() && len(p) > 0 {
+			t.Logf("seen by the watch of the upgrade: %q", p)
+		}
+	})
 	follow("Deployment", list.ResourceVersion, deployments.Watch)
 	services := kube.CoreV1().Services(s.fluxNS)
 	svcs, err := services.List(s.ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	follow("Service", svcs.ResourceVersion, services.Watch)
+	// Registered last, this runs before the watches are stopped.
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
 	return w
 }
 
