@@ -185,6 +185,15 @@ test-unit: $(BIN)/helm ## Run the unit tests (pure logic, fuzz seed corpora incl
 test-e2e: $(CONTROL_PLANE) $(BIN)/kubectl $(BIN)/promtool build ## Run the e2e tests against a real kube-apiserver, etcd, controller-manager, scheduler and kwok.
 	SHARDKEEPER_BINARY=$(BIN)/shardkeeper go test -tags e2e -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
+# TestUpgradeFromV010 upgrades from v0.1.0 (commit $(V010_COMMIT), which a
+# full clone has): its daemon and chart, built once from its tree into bin/.
+V010_COMMIT := 8682fbc
+$(BIN)/v0.1.0/shardkeeper:
+	@git cat-file -e '$(V010_COMMIT)^{commit}' 2>/dev/null || { echo "v0.1.0 (commit $(V010_COMMIT)) is not in this clone: fetch the whole history"; exit 1; }
+	rm -rf $(@D) && mkdir -p $(@D) && git archive $(V010_COMMIT) go.mod go.sum main.go pkg charts/shardkeeper | tar -x -C $(@D)
+	cd $(@D) && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags '-s -w -X github.com/shardkeeper/shardkeeper/pkg/version.Version=v0.1.0' -o $@ .
+test-e2e: $(BIN)/v0.1.0/shardkeeper
+
 .PHONY: fuzz
 fuzz: ## Fuzz the ConfigMap parsers, the renderer, placement and failover, $(FUZZ_TIME) each; crashes land in testdata/fuzz as seed cases.
 	go test ./pkg/shardconfig -run '^$$' -fuzz FuzzParseShards -fuzztime $(FUZZ_TIME)

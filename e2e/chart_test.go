@@ -601,11 +601,18 @@ func helm(t *testing.T, args ...string) []byte {
 // the next (the repositories added, for instance).
 func helmIn(t *testing.T, home string, args ...string) []byte {
 	t.Helper()
+	return helmUnder(t.Context(), t, home, args...)
+}
+
+// helmUnder is helmIn under ctx: a cleanup, which runs once the test's own
+// context has ended, passes another.
+func helmUnder(ctx context.Context, t *testing.T, home string, args ...string) []byte {
+	t.Helper()
 	bin := filepath.Join(os.Getenv(cluster.BinDirEnv), "helm")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("helm: %v; build it with `make helm`, or run the e2e tests with `make test-e2e`", err)
 	}
-	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(),
 		"KUBECONFIG="+env.KubeconfigPath(),
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),

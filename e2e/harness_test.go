@@ -105,9 +105,12 @@ func installCRD(ctx context.Context, gvr schema.GroupVersionResource) error {
 	return fmt.Errorf("CRD %s not served in time", gvr.Resource)
 }
 
-// daemon is a shardkeeper process run from the binary under test.
+// daemon is a shardkeeper process run from the binary under test, or from
+// an earlier release's.
 type daemon struct {
-	t           *testing.T
+	t *testing.T
+	// bin is the binary run, "" for the one under test ($SHARDKEEPER_BINARY).
+	bin         string
 	args        []string
 	log         string
 	cmd         *exec.Cmd
@@ -118,13 +121,24 @@ type daemon struct {
 
 func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, args: args, log: filepath.Join(t.TempDir(), "shardkeeper.log"), probePort: freePort(t), metricsPort: freePort(t)}
+	return startBinary(t, "", args...)
+}
+
+// startBinary is startDaemon with the daemon of bin, "" for the binary
+// under test: an earlier release's, for the upgrade from it.
+func startBinary(t *testing.T, bin string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, bin: bin, args: args, log: filepath.Join(t.TempDir(), "shardkeeper.log"), probePort: freePort(t), metricsPort: freePort(t)}
 	d.start()
 	t.Cleanup(func() {
 		d.stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(d.log)
-			t.Logf("shardkeeper log:\n%s", tail(string(b), 80))
+			name := "shardkeeper"
+			if bin != "" {
+				name = bin
+			}
+			t.Logf("%s log:\n%s", name, tail(string(b), 80))
 		}
 	})
 	return d
@@ -132,7 +146,10 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 
 func (d *daemon) start() {
 	d.t.Helper()
-	bin := os.Getenv("SHARDKEEPER_BINARY")
+	bin := d.bin
+	if bin == "" {
+		bin = os.Getenv("SHARDKEEPER_BINARY")
+	}
 	if bin == "" {
 		d.t.Fatal("SHARDKEEPER_BINARY is not set; run the e2e tests with `make test-e2e`")
 	}
