@@ -124,9 +124,9 @@ func rightsTable(t *testing.T) (always, all []string) {
 				}
 				head = backticked.ReplaceAllString(head, "")
 			}
-			for _, res := range strings.Split(head, ",") {
+			for res := range strings.SplitSeq(head, ",") {
 				for _, name := range names {
-					for _, verb := range strings.Split(verbs, ",") {
+					for verb := range strings.SplitSeq(verbs, ",") {
 						r := right(scope, strings.TrimSpace(res), name, strings.TrimSpace(verb))
 						all = append(all, r)
 						if !strings.Contains(where, "only with") {
@@ -196,7 +196,7 @@ func rendered(t *testing.T, helm string, args []string) []string {
 func template(t *testing.T, helm string, args []string) string {
 	t.Helper()
 	bin := filepath.Dir(helm)
-	cmd := exec.Command(helm, append([]string{"template", release, filepath.Join(root, "charts/shardkeeper"),
+	cmd := exec.CommandContext(t.Context(), helm, append([]string{"template", release, filepath.Join(root, "charts/shardkeeper"),
 		"--namespace", "cattle-fleet-system"}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
 		"HELM_CONFIG_HOME="+bin+"/.helm/config", "HELM_DATA_HOME="+bin+"/.helm/data")

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -70,11 +71,11 @@ func TestRemovalWaitsUntilNoObjectCanBeBornOnTheShard(t *testing.T) {
 	})
 	holds(t, 5*time.Second, "s2's Deployments stay while new objects may be born on it", func() error {
 		if _, ok := s.deployments()["fleet-controller-shard-s2"]; !ok {
-			return fmt.Errorf("fleet-controller-shard-s2 was deleted")
+			return errors.New("fleet-controller-shard-s2 was deleted")
 		}
 		return nil
 	})
-	require.Equal(t, "", s.probe(fleetLabel), "the probe, as the daemon sends it, gets no answer")
+	require.Empty(t, s.probe(fleetLabel), "the probe, as the daemon sends it, gets no answer")
 	require.NotEmpty(t, s.probe(fluxLabel), "the other policy answers it")
 	binding.SetResourceVersion("")
 	_, err := bindings.Create(s.ctx, binding, metav1.CreateOptions{})

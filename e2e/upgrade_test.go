@@ -107,6 +107,7 @@ func v010Release(t *testing.T) (bin, chart string) {
 // reuseValues, `helm upgrade --reuse-values`; without, `helm upgrade -f`
 // the values of the install, on the new chart's defaults.
 func upgradeFromV010(t *testing.T, oldBin, oldChart, name string, reuseValues bool) {
+	t.Helper()
 	began := time.Now()
 	t.Cleanup(func() { t.Logf("%s took %s", t.Name(), time.Since(began).Round(time.Second)) })
 	s := newScenario(t, name, true)

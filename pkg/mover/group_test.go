@@ -274,12 +274,11 @@ func TestInputGroupsBySetting(t *testing.T) {
 		groupsOf("groupBy: label\ngroupLabel: example.com/tenant"), "one group per namespace and value; no label, on its own")
 }
 
-// tenantRepo is a GitRepo of the group example.com/tenant=value in
-// namespace ns: placed by placement on shard, or, with pin, labelled by
-// hand onto it.
-func tenantRepo(ns, name, value, shard string, pin bool) placement.Object {
+// tenantRepo is a GitRepo labelled example.com/tenant=acme in namespace ns:
+// placed by placement on shard, or, with pin, labelled by hand onto it.
+func tenantRepo(ns, name, shard string, pin bool) placement.Object {
 	o := placement.Object{Kind: "gitrepos", Namespace: ns, Name: name, ResourceVersion: "10",
-		Shard: shard, Labelled: shard != "", AssignedShard: shard, Weight: 1, Labels: labels.Set{"example.com/tenant": value}}
+		Shard: shard, Labelled: shard != "", AssignedShard: shard, Weight: 1, Labels: labels.Set{"example.com/tenant": "acme"}}
 	if pin {
 		o.AssignedShard = ""
 	}
@@ -306,7 +305,7 @@ func TestRoundAForeignPinNeitherFreezesNorSteersAGroup(t *testing.T) {
 		}
 		return got
 	}
-	acme := []placement.Object{tenantRepo("acme", "app-1", "acme", "c", false), tenantRepo("acme", "app-2", "acme", "c", false)}
+	acme := []placement.Object{tenantRepo("acme", "app-1", "c", false), tenantRepo("acme", "app-2", "c", false)}
 
 	for name, st := range map[string]placement.State{
 		"draining":    {Targets: []string{"a", "b"}, Draining: []string{"c"}, Shards: []string{"a", "b", "c"}},
@@ -314,7 +313,7 @@ func TestRoundAForeignPinNeitherFreezesNorSteersAGroup(t *testing.T) {
 	} {
 		t.Run("two foreign pins on different shards do not hold a group on a shard that is "+name, func(t *testing.T) {
 			got := round(t, st, append(slices.Clone(acme),
-				tenantRepo("mallory", "x", "acme", "a", true), tenantRepo("mallory", "y", "acme", "b", true))...)
+				tenantRepo("mallory", "x", "a", true), tenantRepo("mallory", "y", "b", true))...)
 			require.Contains(t, got, "gitrepos acme/app-1", "acme's objects leave c")
 			assert.Equal(t, got["gitrepos acme/app-1"], got["gitrepos acme/app-2"], "together")
 			assert.NotContains(t, got, "gitrepos mallory/x", "a pin is never moved")
@@ -323,24 +322,24 @@ func TestRoundAForeignPinNeitherFreezesNorSteersAGroup(t *testing.T) {
 	}
 
 	t.Run("a foreign pin does not choose the group's shard", func(t *testing.T) {
-		onA := []placement.Object{tenantRepo("acme", "app-1", "acme", "a", false), tenantRepo("acme", "app-2", "acme", "a", false)}
+		onA := []placement.Object{tenantRepo("acme", "app-1", "a", false), tenantRepo("acme", "app-2", "a", false)}
 		got := round(t, placement.State{Targets: []string{"a", "b"}, Shards: []string{"a", "b"}},
-			append(onA, tenantRepo("mallory", "x", "acme", "b", true))...)
+			append(onA, tenantRepo("mallory", "x", "b", true))...)
 		assert.Empty(t, got, "acme stays on a")
 	})
 
 	t.Run("a foreign object with a forged placement record does not pull the group", func(t *testing.T) {
-		onA := []placement.Object{tenantRepo("acme", "app-1", "acme", "a", false), tenantRepo("acme", "app-2", "acme", "a", false)}
-		heavy := tenantRepo("mallory", "x", "acme", "b", false)
+		onA := []placement.Object{tenantRepo("acme", "app-1", "a", false), tenantRepo("acme", "app-2", "a", false)}
+		heavy := tenantRepo("mallory", "x", "b", false)
 		heavy.Weight = 100
 		got := round(t, placement.State{Targets: []string{"a", "b"}, Shards: []string{"a", "b"}}, append(onA, heavy)...)
 		assert.Empty(t, got, "acme stays on a, however much mallory's object weighs")
 	})
 
 	t.Run("a pin in the group's own namespace still steers it", func(t *testing.T) {
-		onA := []placement.Object{tenantRepo("acme", "app-1", "acme", "a", false), tenantRepo("acme", "app-2", "acme", "a", false)}
+		onA := []placement.Object{tenantRepo("acme", "app-1", "a", false), tenantRepo("acme", "app-2", "a", false)}
 		got := round(t, placement.State{Targets: []string{"a", "b"}, Shards: []string{"a", "b"}},
-			append(onA, tenantRepo("acme", "pinned", "acme", "b", true))...)
+			append(onA, tenantRepo("acme", "pinned", "b", true))...)
 		assert.Equal(t, map[string]string{"gitrepos acme/app-1": "b", "gitrepos acme/app-2": "b"}, got)
 	})
 }

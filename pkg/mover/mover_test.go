@@ -730,7 +730,7 @@ func newGitRepos(n int) []placement.Object {
 func TestRoundNeverWritesOntoAShardWithdrawnMidRound(t *testing.T) {
 	for name, withdraw := range map[string]func(*Mover){
 		// Before the shard set asks the API server.
-		"restrict": func(p *Mover) { p.Restrict(context.Background(), []string{"a"}, false) },
+		"restrict": func(p *Mover) { assert.NoError(t, p.Restrict(context.Background(), []string{"a"}, false)) },
 		// After a reconcile.
 		"set": func(p *Mover) {
 			p.Set(placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a"}, Shards: []string{"a"}})

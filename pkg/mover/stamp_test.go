@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
@@ -83,20 +84,20 @@ func TestRestrictWithdrawsShardsFromTheStampRecords(t *testing.T) {
 	records := map[string]string{stamp.KeyNext: "b", stamp.KeySequence: "b,a", "namespace.x": "b", "namespace.y": "a", stamp.KeyGroupBy: "namespace"}
 	p.stamped = records
 
-	p.Restrict(context.Background(), []string{"a", "b"}, false)
+	require.NoError(t, p.Restrict(context.Background(), []string{"a", "b"}, false))
 	assert.Equal(t, records, pub.last(), "nothing withdrawn: the records as they were (the publisher writes only changes)")
 
-	p.Restrict(context.Background(), []string{"a"}, false)
+	require.NoError(t, p.Restrict(context.Background(), []string{"a"}, false))
 	assert.Equal(t, map[string]string{"namespace.x": stamp.Wait, "namespace.y": "a", stamp.KeyGroupBy: "namespace"}, pub.last(),
 		"before Restrict returns, no new object is stamped onto b: its group waits, and one of no group is not stamped")
 
 	// A round that decided before the withdrawal publishes after it: the
 	// withdrawn shard stays out.
-	p.publish(context.Background(), map[string]string{stamp.KeyNext: "b", stamp.KeySequence: "b,a", "namespace.z": "b"})
+	require.NoError(t, p.publish(context.Background(), map[string]string{stamp.KeyNext: "b", stamp.KeySequence: "b,a", "namespace.z": "b"}))
 	assert.Equal(t, map[string]string{"namespace.z": stamp.Wait}, pub.last())
 
 	pub.fail = errors.New("refused")
-	assert.ErrorContains(t, p.Restrict(context.Background(), []string{}, false), "refused", "the shard set learns that the withdrawal is not written")
+	require.ErrorContains(t, p.Restrict(context.Background(), []string{}, false), "refused", "the shard set learns that the withdrawal is not written")
 	assert.Equal(t, map[string]string{"namespace.z": stamp.Wait}, p.stamped, "a failed write leaves what was published as it was")
 	assert.Empty(t, pub.asked, "without confirm, the policy is not asked")
 }
@@ -111,11 +112,11 @@ func TestRestrictConfirmsTheWithdrawalWithThePolicies(t *testing.T) {
 	p.Stamp(pub)
 	p.Set(placement.State{ConfigMap: shardCM, Placement: parsePlacement(t, ""), Targets: []string{"a", "b"}})
 
-	assert.ErrorContains(t, p.Restrict(context.Background(), []string{"a"}, true), "resourceVersion 7")
+	require.ErrorContains(t, p.Restrict(context.Background(), []string{"a"}, true), "resourceVersion 7")
 	assert.Equal(t, [][]string{{"fleet.cattle.io/shard-ref"}}, pub.asked, "one policy per shard label of the placed kinds")
 
 	pub.confirm = nil
-	assert.NoError(t, p.Restrict(context.Background(), []string{"a"}, true))
+	require.NoError(t, p.Restrict(context.Background(), []string{"a"}, true))
 }
 
 // hangingPublisher's writes never return on their own: only their
@@ -152,7 +153,7 @@ func TestAHungStampWriteDoesNotStallRestrict(t *testing.T) {
 	go func() { returned <- p.Restrict(context.Background(), []string{"a"}, false) }()
 	select {
 	case err := <-returned:
-		assert.ErrorIs(t, err, context.DeadlineExceeded, "the withdrawal's own write hung too, and says so")
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the withdrawal's own write hung too, and says so")
 	case <-time.After(time.Minute):
 		t.Fatal("Restrict is still held by a round's stamp write that hangs")
 	}
@@ -174,8 +175,8 @@ func TestRoundTakesBackAnObjectBornOnADeletedShard(t *testing.T) {
 }
 
 func TestRoundPublishesAForeignPinOnlyForItsOwnNamespace(t *testing.T) {
-	c := newFakeCluster(tenantRepo("acme", "app-1", "acme", "a", false), tenantRepo("acme", "app-2", "acme", "a", false),
-		tenantRepo("mallory", "x", "acme", "b", true), tenantRepo("mallory", "y", "acme", "c", true))
+	c := newFakeCluster(tenantRepo("acme", "app-1", "a", false), tenantRepo("acme", "app-2", "a", false),
+		tenantRepo("mallory", "x", "b", true), tenantRepo("mallory", "y", "c", true))
 	clock := t0
 	p := testMover(c, record.NewFakeRecorder(10), &clock)
 	pub := &fakePublisher{}

@@ -626,37 +626,45 @@ func decideListed(in Input, running map[string]*inForce, fo failover, p *Plan) {
 		if len(d.idle) > 0 && st.State == status.StateActive {
 			st.Message = pausedMessage(shard.ID, d.idle, st.Mapped, place)
 		}
-		switch {
-		case !place.Enabled || st.State == status.StateConflict:
-		case in.Config.Draining(shard.ID):
-			p.Draining = append(p.Draining, shard.ID)
-			left := total(st.Mapped)
-			st.State, st.Message = status.StateDraining, drainingMessage(shard.ID, left, place, true)
-			if left == 0 {
-				st.State, st.Message = status.StateDrained, fmt.Sprintf("shard %s is empty; remove it from the list to delete it", shard.ID)
-			} else if n, sample := pinned(place, in.Mapped, shard.ID, sampleSize); n > 0 {
-				st.Message = pinnedMessage(in.ConfigMap, shard.ID, n, sample)
-			}
-		case fo.failing[shard.ID]:
-			o := fo.down[shard.ID]
-			p.FailingOver = append(p.FailingOver, shard.ID)
-			p.FailingKinds[shard.ID] = o.kinds
-			had, left := 0, 0
-			for _, k := range o.kinds {
-				had, left = had+fo.seen.had[shard.ID+"/"+k], left+st.Mapped[k]
-			}
-			n, sample := pinned(place, in.Mapped, shard.ID, sampleSize)
-			st.State = status.StateFailedOver
-			st.Message = failedOverMessage(shard.ID, o, had, left, n, sample)
-		case !fo.down[shard.ID].since.IsZero():
-			st.Message = fmt.Sprintf("shard %s is down, but is not failed over: %s", shard.ID, fo.withheld)
-		case fo.recovering[shard.ID]:
-			st.Message = fmt.Sprintf("shard %s is back after a failover; it takes objects again once it has been up for %s",
-				shard.ID, place.FailoverAfter)
-		case st.Desired > 0 && st.Ready == st.Desired && len(d.idle) == 0:
-			p.Targets = append(p.Targets, shard.ID)
-		}
+		placeListed(in, shard.ID, fo, len(d.idle) > 0, &st, p)
 		p.Shards = append(p.Shards, st)
+	}
+}
+
+// placeListed decides a listed shard's part in placement: draining, failed
+// over, down or back, or a target, which a shard is only when every copy
+// has rolled out with an Available replica (idle: one has none).
+func placeListed(in Input, id string, fo failover, idle bool, st *status.ShardStatus, p *Plan) {
+	place := in.Config.Placement
+	switch {
+	case !place.Enabled || st.State == status.StateConflict:
+	case in.Config.Draining(id):
+		p.Draining = append(p.Draining, id)
+		left := total(st.Mapped)
+		st.State, st.Message = status.StateDraining, drainingMessage(id, left, place, true)
+		if left == 0 {
+			st.State, st.Message = status.StateDrained, fmt.Sprintf("shard %s is empty; remove it from the list to delete it", id)
+		} else if n, sample := pinned(place, in.Mapped, id, sampleSize); n > 0 {
+			st.Message = pinnedMessage(in.ConfigMap, id, n, sample)
+		}
+	case fo.failing[id]:
+		o := fo.down[id]
+		p.FailingOver = append(p.FailingOver, id)
+		p.FailingKinds[id] = o.kinds
+		had, left := 0, 0
+		for _, k := range o.kinds {
+			had, left = had+fo.seen.had[id+"/"+k], left+st.Mapped[k]
+		}
+		n, sample := pinned(place, in.Mapped, id, sampleSize)
+		st.State = status.StateFailedOver
+		st.Message = failedOverMessage(id, o, had, left, n, sample)
+	case !fo.down[id].since.IsZero():
+		st.Message = fmt.Sprintf("shard %s is down, but is not failed over: %s", id, fo.withheld)
+	case fo.recovering[id]:
+		st.Message = fmt.Sprintf("shard %s is back after a failover; it takes objects again once it has been up for %s",
+			id, place.FailoverAfter)
+	case st.Desired > 0 && st.Ready == st.Desired && !idle:
+		p.Targets = append(p.Targets, id)
 	}
 }
 

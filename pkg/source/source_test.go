@@ -298,11 +298,11 @@ func TestMappedKindKeepsThePresetsMeaning(t *testing.T) {
 	// Another label than the preset's, whose copies select by its own:
 	// the objects would be guarded by a label no shard reads.
 	_, err = Build(Options{Presets: []string{"flux"}, Mapped: []string{"kustomizations.v1.kustomize.toolkit.fluxcd.io=example.com/shard"}})
-	assert.EqualError(t, err, `--mapped-kind "kustomizations.v1.kustomize.toolkit.fluxcd.io=example.com/shard": `+
+	require.EqualError(t, err, `--mapped-kind "kustomizations.v1.kustomize.toolkit.fluxcd.io=example.com/shard": `+
 		`preset flux maps kustomizations.kustomize.toolkit.fluxcd.io by the label sharding.fluxcd.io/key, which its shards' controllers select by: `+
 		`list it with that label, or set --flux-shard-key`)
 	_, err = Build(Options{Presets: []string{"fleet"}, Mapped: []string{"bundles.v1alpha1.fleet.cattle.io=example.com/shard"}})
-	assert.ErrorContains(t, err, `preset fleet maps bundles.fleet.cattle.io by the label fleet.cattle.io/shard-ref`)
+	require.ErrorContains(t, err, `preset fleet maps bundles.fleet.cattle.io by the label fleet.cattle.io/shard-ref`)
 
 	// Without the preset, another label is a kind of one's own controllers.
 	set, err = Build(Options{Custom: []string{"flux-system/kc=--watch-label-selector=example.com/shard={shard}"},

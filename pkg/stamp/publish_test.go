@@ -3,7 +3,7 @@ package stamp
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -151,7 +151,7 @@ func versions(client *fake.Clientset) {
 			cm := a.(interface{ GetObject() runtime.Object }).GetObject().(*corev1.ConfigMap)
 			if cm.Name == Name("shardkeeper") {
 				n++
-				cm.ResourceVersion = fmt.Sprint(n)
+				cm.ResourceVersion = strconv.Itoa(n)
 			}
 			return false, nil, nil
 		})
