@@ -141,7 +141,7 @@ type Mover struct {
 	// stampLabels are the shard labels of the placed kinds: one policy
 	// stamps each, and each is asked before a removal (publisher.Confirm).
 	stampLabels []string
-	// stamped is the data last written to stamp; only publish touches it,
+	// stamped is the data last written to stamp; only write touches it,
 	// under stampMu, which also makes the writes one at a time.
 	stampMu sync.Mutex
 	stamped map[string]string
