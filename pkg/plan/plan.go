@@ -832,22 +832,18 @@ func (p Plan) ShardIDs() []string {
 
 // Deleting returns the shards of the removals that delete anything,
 // sorted: before they go, no new object may be born on them.
-func (p Plan) Deleting() []string {
-	var out []string
-	for _, r := range p.Removals {
-		if r.deletes {
-			out = append(out, r.Shard)
-		}
-	}
-	return out
-}
+func (p Plan) Deleting() []string { return p.removalsWhere(func(r Removal) bool { return r.deletes }) }
 
 // ToCheck returns the shards of the removals that the API server must
 // confirm before the plan is carried out, sorted.
-func (p Plan) ToCheck() []string {
+func (p Plan) ToCheck() []string { return p.removalsWhere(func(r Removal) bool { return r.check }) }
+
+// removalsWhere returns the shards of the removals for which keep holds,
+// in the removals' order, which is the shards'.
+func (p Plan) removalsWhere(keep func(Removal) bool) []string {
 	var out []string
 	for _, r := range p.Removals {
-		if r.check {
+		if keep(r) {
 			out = append(out, r.Shard)
 		}
 	}
