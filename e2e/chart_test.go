@@ -427,7 +427,10 @@ func (r chartRBAC) cases() []accessCase {
 	}
 	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	for _, sns := range r.sourceNamespaces {
-		add(true, all, "apps", "deployments", sns, "")
+		// Every verb the daemon sends on Deployments, and no patch: it never
+		// sends one.
+		add(true, []string{"get", "list", "watch", "create", "update", "delete"}, "apps", "deployments", sns, "")
+		add(false, []string{"patch"}, "apps", "deployments", sns, "")
 		// The shard copies of Services (Fleet's monitoring-<source>-shard-<id>,
 		// Flux's source-controller-<id>), only where a source has a Service.
 		services := slices.Contains(r.serviceNamespaces, sns)
