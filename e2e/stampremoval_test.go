@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,20 @@ func TestRemovalWaitsUntilNoObjectCanBeBornOnTheShard(t *testing.T) {
 	// Removed while the policies answer: deleted, as before.
 	s.setPlacement("s1,s2", scope)
 	s.waitShards("s1", "s2")
+
+	// The records name s2 again once a round after that removal has
+	// published them (the withdrawal of s3 took the sequence out whole):
+	// only then can a policy that does not answer stamp onto s2.
+	eventually(t, time.Minute, "the stamp records naming s2", func() error {
+		cm, err := kube.CoreV1().ConfigMaps(s.fleetNS).Get(s.ctx, stamp.Name(s.cmName), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(strings.Split(cm.Data[stamp.KeySequence], ","), "s2") {
+			return notYet("not yet", fmt.Errorf("%v", cm.Data))
+		}
+		return nil
+	})
 
 	// The binding of the Fleet label's policy goes: that policy no longer
 	// answers, and the removal of s2 waits.
