@@ -81,6 +81,10 @@ type Options struct {
 	// otherwise, for the benchmark's CollectAPIServerGarbage and for a look
 	// at where the API server's time goes.
 	Profiling bool
+	// FrontProxy gives kube-apiserver a front-proxy CA and client
+	// certificate (the --requestheader-* and --proxy-client-* flags), so
+	// that it can proxy to aggregated API servers, as Rancher's is.
+	FrontProxy bool
 	// Logf, if set, receives progress messages.
 	Logf func(format string, args ...any)
 }
@@ -98,6 +102,7 @@ type Cluster struct {
 	auditPolicy  []byte
 	auditLogPath string
 	profiling    bool
+	frontProxy   bool
 
 	adminToken     string
 	apiServerPort  int
@@ -145,7 +150,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 // newCluster checks opts and prepares the work directory; it starts
 // nothing, so that a bad option fails before any process runs.
 func newCluster(opts Options) (*Cluster, error) {
-	c := &Cluster{workloads: opts.Workloads, logf: opts.Logf, auditPolicy: opts.AuditPolicy, profiling: opts.Profiling}
+	c := &Cluster{workloads: opts.Workloads, logf: opts.Logf, auditPolicy: opts.AuditPolicy, profiling: opts.Profiling, frontProxy: opts.FrontProxy}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -373,6 +378,13 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string, files cred
 	audit, err := c.auditFlags()
 	if err != nil {
 		return err
+	}
+	if c.frontProxy {
+		proxy, err := frontProxyFlags(files.certDir)
+		if err != nil {
+			return err
+		}
+		audit = append(audit, proxy...)
 	}
 	apiServer := newProcess("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), c.workDir, append([]string{
 		"--etcd-servers=" + etcdURL,

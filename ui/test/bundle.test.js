@@ -60,7 +60,9 @@ describe('the extension chart', () => {
     // Without it Rancher 2.10 and later refuse the extension.
     expect(spec.plugin.metadata['catalog.cattle.io/ui-extensions-version']).toBe('>= 3.0.0 < 4.0.0');
     expect(chartYAML.annotations['catalog.cattle.io/ui-component']).toBe('plugins');
-    expect(chartYAML.annotations['catalog.cattle.io/experimental']).toBe('true');
+    // Run in a real Rancher on every CI run (make test-rancher): no longer experimental.
+    expect(chartYAML.annotations['catalog.cattle.io/experimental']).toBeUndefined();
+    expect(spec.plugin.metadata['catalog.cattle.io/experimental']).toBeUndefined();
     expect(spec.plugin.endpoint).toBe('http://shardkeeper-extension.cattle-ui-plugin-system.svc:8080');
   });
 
@@ -193,14 +195,20 @@ describe('Rancher\'s loader', () => {
     expect(result.nav.find((n) => n.kind === 'basicType').arg).toEqual([vt.arg.name]);
   });
 
-  it('gets the Shard column on the GitRepo and HelmOp lists', () => {
-    expect(result.columns).toHaveLength(1);
-    const c = result.columns[0];
+  it('gets the Shard column on the GitRepo and HelmOp lists, and on App Bundles', () => {
+    expect(result.columns).toHaveLength(2);
+    const [lists, bundles] = result.columns;
 
-    expect(c.where).toBe('resource-list');
-    expect(c.when.resource).toEqual(['fleet.cattle.io.gitrepo', 'fleet.cattle.io.helmop']);
-    expect(c.column.getValue({ metadata: { labels: { 'fleet.cattle.io/shard-ref': 's1' } } })).toBe('s1');
-    expect(c.paginationColumn.value).toBe('metadata.labels[fleet.cattle.io/shard-ref]');
+    expect(lists.where).toBe('resource-list');
+    expect(lists.when.resource).toEqual(['fleet.cattle.io.gitrepo', 'fleet.cattle.io.helmop']);
+    // App Bundles (Rancher 2.12 and later) has no resource in its route:
+    // Shell matches it by the end of its path.
+    expect(bundles.where).toBe('resource-list');
+    expect(bundles.when.path).toEqual([{ urlPath: '/fleet/application', endsWith: true }]);
+    for (const c of result.columns) {
+      expect(c.column.getValue({ metadata: { labels: { 'fleet.cattle.io/shard-ref': 's1' } } })).toBe('s1');
+      expect(c.paginationColumn.value).toBe('metadata.labels[fleet.cattle.io/shard-ref]');
+    }
   });
 
   it('renders the page from the bundle\'s own chunk, with the fixture\'s status', () => {

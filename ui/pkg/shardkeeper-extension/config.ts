@@ -14,3 +14,6 @@ export const SHARDED_FLEET_TYPES = ['fleet.cattle.io.gitrepo', 'fleet.cattle.io.
 
 /** Fleet's pages live on the local cluster's management store, under the blank cluster ID. */
 export const BLANK_CLUSTER = '_';
+
+/** The end of the App Bundles page's path, which lists GitRepos and HelmOps together. */
+export const APP_BUNDLES_PATH = '/fleet/application';

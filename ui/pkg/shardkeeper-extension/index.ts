@@ -1,20 +1,24 @@
 import { IPlugin, TableColumnLocation } from '@shell/core/types';
-import { init as initProduct } from './product';
-import { SHARDS_ROUTE, SHARDED_FLEET_TYPES, FLEET_PRODUCT } from './config';
+import { SHARDS_ROUTE, SHARDED_FLEET_TYPES, FLEET_PRODUCT, APP_BUNDLES_PATH } from './config';
 import { shardColumn, shardPaginationColumn } from './utils/column';
 
 // The extension's entry point, called by Rancher's extension loader.
 export default function(plugin: IPlugin): void {
   plugin.metadata = require('./package.json');
 
-  plugin.addProduct({ init: initProduct } as any);
+  // Shell loads a product module and calls its init, as Rancher's own
+  // extensions register theirs.
+  plugin.addProduct(require('./product'));
 
   plugin.addRoute('default', {
     name:      SHARDS_ROUTE,
     path:      '/c/:cluster/fleet/shardkeeper',
     component: () => import('./pages/Shards.vue'),
     meta:      { product: FLEET_PRODUCT },
-  } as any);
+  });
 
-  plugin.addTableColumn(TableColumnLocation.RESOURCE, { resource: SHARDED_FLEET_TYPES }, shardColumn as any, shardPaginationColumn as any);
+  // The GitRepo and HelmOp lists are routes of their resource; App Bundles,
+  // where Rancher 2.12 and later list both, is a page of its own.
+  plugin.addTableColumn(TableColumnLocation.RESOURCE, { resource: SHARDED_FLEET_TYPES }, shardColumn, shardPaginationColumn);
+  plugin.addTableColumn(TableColumnLocation.RESOURCE, { path: [{ urlPath: APP_BUNDLES_PATH, endsWith: true }] }, shardColumn, shardPaginationColumn);
 }

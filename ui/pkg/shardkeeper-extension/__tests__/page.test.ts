@@ -61,10 +61,10 @@ describe('the Shards page', () => {
 
     store.events = [
       {
-        type: 'Warning', reason: 'ShardDeletionBlocked', message: 'kept', lastTimestamp: '2026-01-01T00:00:00Z', involvedObject: { kind: 'ConfigMap', name: 'shardkeeper', namespace: NS }
+        type: 'event', _type: 'Warning', reason: 'ShardDeletionBlocked', message: 'kept', lastTimestamp: '2026-01-01T00:00:00Z', involvedObject: { kind: 'ConfigMap', name: 'shardkeeper', namespace: NS }
       },
       {
-        type: 'Normal', reason: 'Other', message: 'elsewhere', lastTimestamp: '2026-01-02T00:00:00Z', involvedObject: { kind: 'ConfigMap', name: 'other', namespace: NS }
+        type: 'event', _type: 'Normal', reason: 'Other', message: 'elsewhere', lastTimestamp: '2026-01-02T00:00:00Z', involvedObject: { kind: 'ConfigMap', name: 'other', namespace: NS }
       },
     ];
     const w = await mountPage(store);
@@ -72,6 +72,32 @@ describe('the Shards page', () => {
 
     expect(events).toContain('ShardDeletionBlocked');
     expect(events).not.toContain('elsewhere');
+    // Steve's type is the schema's; the Event's own is in _type.
+    expect(events).toContain('Warning');
+    expect(events).not.toContain('event');
+  });
+
+  it('follows the status while it is open, and stops when it is closed', async() => {
+    jest.useFakeTimers();
+    try {
+      const store = new MockStore('shard0,gpu');
+      const w = await mountPage(store);
+
+      expect(w.get('[data-testid="sk-row-shard1"]').get('[data-testid="sk-state"]').text()).toBe('Blocked');
+      store.statusConfigMap = JSON.parse(JSON.stringify(store.statusConfigMap).replace(/state: Blocked/g, 'state: Active'));
+      jest.advanceTimersByTime(5000);
+      await flushPromises();
+      expect(w.get('[data-testid="sk-row-shard1"]').get('[data-testid="sk-state"]').text()).toBe('Active');
+
+      const reads = store.calls.length;
+
+      w.unmount();
+      jest.advanceTimersByTime(15000);
+      await flushPromises();
+      expect(store.calls.length).toBe(reads);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('says when there is no shard ConfigMap to read', async() => {
@@ -169,6 +195,22 @@ describe('removing a shard', () => {
     expect(store.puts).toHaveLength(1);
     expect(store.puts[0].data.data.shards).toBe('gpu');
     expect(store.puts[0].data.metadata.annotations['shardkeeper.io/force-delete']).toBe('shard0');
+  });
+
+  it('offers force for a removed shard kept Blocked, leaving the list as it is', async() => {
+    const store = new MockStore('shard0,gpu');
+    const w = await mountPage(store);
+
+    expect(w.find('[data-testid="sk-force-shard0"]').exists()).toBe(false);
+    await w.get('[data-testid="sk-force-shard1"]').trigger('click');
+    await flushPromises();
+    await w.get('[data-testid="sk-remove-force"]').setValue(true);
+    await w.get('[data-testid="sk-remove-save"]').trigger('click');
+    await flushPromises();
+
+    expect(store.puts).toHaveLength(1);
+    expect(store.puts[0].data.data.shards).toBe('shard0,gpu');
+    expect(store.puts[0].data.metadata.annotations['shardkeeper.io/force-delete']).toBe('shard1');
   });
 
   it('removes a shard without objects at once', async() => {

@@ -72,10 +72,11 @@ describe('parseStatus on what is not a good status', () => {
 describe('eventsFor', () => {
   it('keeps the shard ConfigMap\'s Events, newest first', () => {
     const ev = (name: string, reason: string, last: string) => ({
-      reason, message: reason, type: 'Warning', lastTimestamp: last, involvedObject: { kind: 'ConfigMap', name, namespace: 'ns' }
+      reason, message: reason, type: 'event', _type: 'Warning', lastTimestamp: last, involvedObject: { kind: 'ConfigMap', name, namespace: 'ns' }
     });
     const rows = eventsFor([ev('shardkeeper', 'A', '2026-01-01T00:00:00Z'), ev('other', 'B', '2026-01-03T00:00:00Z'), ev('shardkeeper', 'C', '2026-01-02T00:00:00Z')], 'ns', 'shardkeeper');
 
     expect(rows.map((r) => r.reason)).toEqual(['C', 'A']);
+    expect(rows.map((r) => r.type)).toEqual(['Warning', 'Warning']);
   });
 });

@@ -246,6 +246,8 @@ export interface EventRow {
 }
 
 interface EventLike {
+  /** Rancher's Steve gives every object type = its schema ("event") and moves the Event's own type here. */
+  _type?: string;
   type?: string;
   reason?: string;
   message?: string;
@@ -262,7 +264,7 @@ export function eventsFor(events: EventLike[], namespace: string, name: string, 
     .filter((e) => e.involvedObject?.kind === 'ConfigMap' && e.involvedObject?.name === name &&
       (!e.involvedObject?.namespace || e.involvedObject.namespace === namespace))
     .map((e) => ({
-      type:    e.type || 'Normal',
+      type:    e._type || e.type || 'Normal',
       reason:  e.reason || '',
       message: e.message || '',
       count:   e.count || 1,

@@ -1,0 +1,119 @@
+//go:build rancher
+
+package rancher
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/shardkeeper/shardkeeper/pkg/status"
+)
+
+// What the story checks in the cluster besides what the pages show: that
+// what a page says happened did happen.
+
+// clusterTimeout bounds a wait for the cluster to reach a state.
+const clusterTimeout = 2 * time.Minute
+
+// waitFor polls cond until it holds, and otherwise returns its last error.
+func waitFor(ctx context.Context, what string, cond func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
+	defer cancel()
+	for {
+		err := cond(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// shardStates reads the shards' states from the daemon's status ConfigMap.
+func (e *env) shardStates(ctx context.Context) (map[string]status.ShardStatus, error) {
+	cm, err := e.kube.CoreV1().ConfigMaps(chartNS).Get(ctx, "shardkeeper-status", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]status.ShardStatus{}
+	for _, s := range status.Decode(cm.Data).Shards {
+		out[s.ID] = s
+	}
+	return out, nil
+}
+
+// waitShards waits until the status lists exactly the shards of want, each
+// in its state.
+func (e *env) waitShards(ctx context.Context, want map[string]string) error {
+	return waitFor(ctx, "shards in the status", func(ctx context.Context) error {
+		got, err := e.shardStates(ctx)
+		if err != nil {
+			return err
+		}
+		states := map[string]string{}
+		for id, s := range got {
+			states[id] = s.State
+		}
+		if !maps.Equal(states, want) {
+			return fmt.Errorf("the status says %v, want %v", states, want)
+		}
+		return nil
+	})
+}
+
+// appState is the state Rancher gives an installed App.
+func (e *env) appState(ctx context.Context, ns, name string) (string, error) {
+	app, err := e.dyn.Resource(appGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	state, _, _ := unstructured.NestedString(app.Object, "status", "summary", "state")
+	return state, nil
+}
+
+// shardDeployments maps the names of the Deployments shardkeeper manages
+// to their UIDs: a Deployment deleted and created again has a new UID.
+func (e *env) shardDeployments(ctx context.Context) (map[string]string, error) {
+	list, err := e.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=shardkeeper"})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, d := range list.Items {
+		out[d.Namespace+"/"+d.Name] = string(d.UID)
+	}
+	return out, nil
+}
+
+// shardDeploymentNames lists the Deployments of one shard.
+func (e *env) shardDeploymentNames(ctx context.Context, shard string) ([]string, error) {
+	list, err := e.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: "shardkeeper.io/shard=" + shard})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, d := range list.Items {
+		names = append(names, d.Namespace+"/"+d.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// appRevision is the Helm revision of an installed App.
+func (e *env) appRevision(ctx context.Context, ns, name string) (int64, error) {
+	app, err := e.dyn.Resource(appGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	rev, _, err := unstructured.NestedInt64(app.Object, "spec", "version")
+	return rev, err
+}

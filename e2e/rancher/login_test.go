@@ -1,0 +1,54 @@
+//go:build rancher
+
+package rancher
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// login logs in on Rancher's login page as the admin.
+func login(t *testing.T, b *browser) {
+	t.Helper()
+	b.step("log in", func() error {
+		if err := b.open("/dashboard/auth/login"); err != nil {
+			return err
+		}
+		// A page loaded while Rancher was still starting may lack its form:
+		// loaded again, as a person would, it has it.
+		for range 3 {
+			ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+			err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`input[data-testid="local-login-username"]`)))
+			cancel()
+			if err == nil {
+				break
+			}
+			if err := b.run(chromedp.Reload()); err != nil {
+				return err
+			}
+		}
+		if err := b.typeInto(`input[data-testid="local-login-username"]`, adminUser); err != nil {
+			return err
+		}
+		if err := b.typeInto(`[data-testid="local-login-password"] input`, adminPassword); err != nil {
+			return err
+		}
+		if err := b.click(`button[data-testid="login-submit"]`); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(actionTimeout)
+		for time.Now().Before(deadline) {
+			loc, _ := eval[string](b, `location.pathname`)
+			if loc != "" && !strings.Contains(loc, "/auth/login") {
+				return nil
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return errors.New("still on the login page")
+	})
+}

@@ -1,0 +1,414 @@
+//go:build rancher
+
+package rancher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
+)
+
+// The repository as the user adds it, and the charts in it.
+const (
+	repoName  = "shardkeeper"
+	repoURL   = "http://" + repoAddr
+	extension = "shardkeeper-extension"
+)
+
+// TestRancherStory is the user's story in a real Rancher, step by step, as
+// a person clicks and types it. Each step checks what the page shows, and
+// what the cluster holds where the page says something happened there.
+func TestRancherStory(t *testing.T) {
+	e := startEnv(t)
+	b := newBrowser(t, e.cfg)
+	if hold, _ := strconv.Atoi(os.Getenv("RANCHER_HOLD")); hold > 0 {
+		t.Logf("holding %ds: Rancher at %s, kubeconfig %s", hold, rancherURL, e.c.KubeconfigPath())
+		_ = os.WriteFile(e.cfg.artifacts+"/ready", []byte(e.c.KubeconfigPath()), 0o600)
+		time.Sleep(time.Duration(hold) * time.Second)
+	}
+	s := &story{e: e, b: b, ctx: context.Background()}
+	login(t, b)
+	for _, st := range s.steps() {
+		b.step(st.name, st.run)
+	}
+	if problems := b.takeProblems(); len(problems) > 0 {
+		t.Errorf("the pages reported errors:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// story is the state the steps share.
+type story struct {
+	e   *env
+	b   *browser
+	ctx context.Context
+}
+
+type storyStep struct {
+	name string
+	run  func() error
+}
+
+func (s *story) steps() []storyStep {
+	return []storyStep{
+		{"add the Helm repository", s.addRepository},
+		{"install the chart from Apps, Charts", s.installChart},
+		{"the app is deployed and its shards are active", s.appDeployed},
+		{"install the extension from Extensions", s.installExtension},
+		{"Continuous Delivery, Shards lists both shards from the live status", s.shardsPage},
+		{"add a shard", s.addShard},
+		{"the Shard column of the GitRepo list", s.gitRepoColumn},
+		{"the Shard column of the HelmOp list", s.helmOpColumn},
+		{"remove the shard: the dialog shows its objects and the policy's warning", s.removeShard},
+		{"the shard is Blocked with the daemon's message and its Event", s.shardBlocked},
+		{"delete it anyway (force)", s.forceRemoval},
+		{"a bad shard ID is refused with the policy's sentence and nothing is saved", s.badShardID},
+		{"upgrade the app with a changed value: no shard Deployment is replaced", s.upgradeApp},
+	}
+}
+
+func (s *story) addRepository() error {
+	if err := s.b.open("/dashboard/c/local/apps/catalog.cattle.io.clusterrepo"); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="masthead-create"]`); err != nil {
+		return err
+	}
+	if err := s.b.typeInto(`[data-testid="name-ns-description-name"] input`, repoName); err != nil {
+		return err
+	}
+	if err := s.b.typeInto(`input[data-testid="clusterrepo-helm-url-input"]`, repoURL); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="clusterrepo-footer"] button[data-testid="action-button-async-button"]`); err != nil {
+		return err
+	}
+	return s.b.waitXPathText(rowState("app-cluster-repo-list", repoName), "Active")
+}
+
+func (s *story) installChart() error {
+	if err := s.b.open("/dashboard/c/local/apps/charts"); err != nil {
+		return err
+	}
+	// The app goes to a system namespace, which Rancher's lists hide
+	// until the header's filter says otherwise. Chosen before the list is
+	// shown: a list already shown did not always follow it.
+	if err := s.b.allNamespaces(); err != nil {
+		return err
+	}
+	if err := s.b.typeInto(`input[data-testid="charts-filter-input"]`, "shardkeeper"); err != nil {
+		return err
+	}
+	if err := s.b.click(fmt.Sprintf(`[data-testid="item-card-cluster/%s/shardkeeper"]`, repoName)); err != nil {
+		return err
+	}
+	if err := s.b.clickXPath(`//button[normalize-space()="Install this version"]`); err != nil {
+		return err
+	}
+	if err := s.b.clickXPath(`//div[@id="wizard-footer-controls"]//button[normalize-space()="Next"]`); err != nil {
+		return err
+	}
+	if err := s.b.typeInto(`textarea[data-testid="string-input-shards"]`, "shard0,shard1"); err != nil {
+		return err
+	}
+	if err := s.b.click(`a[data-testid="btn-Presets"]`); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="boolean-input-presets.flux.enabled"] span.checkbox-custom`); err != nil {
+		return err
+	}
+	if err := s.b.click(`#wizard-footer-controls [data-testid="action-button-async-button"]`); err != nil {
+		return err
+	}
+	// Rancher shows Installed Apps next.
+	return s.b.waitXPathText(rowState("installed-app-catalog-list", "shardkeeper"), "Deployed")
+}
+
+func (s *story) appDeployed() error {
+	if err := waitFor(s.ctx, "the App", func(ctx context.Context) error {
+		state, err := s.e.appState(ctx, chartNS, "shardkeeper")
+		if err == nil && state != "deployed" {
+			err = fmt.Errorf("state %q", state)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	return s.e.waitShards(s.ctx, map[string]string{"shard0": "Active", "shard1": "Active"})
+}
+
+func (s *story) installExtension() error {
+	if err := s.b.open("/dashboard/c/local/uiplugins#available"); err != nil {
+		return err
+	}
+	card := fmt.Sprintf(`[data-testid="item-card-cluster/%s/%s"]`, repoName, extension)
+	if err := s.b.click(card + ` [data-testid="item-card-header-action-menu"]`); err != nil {
+		return err
+	}
+	if err := s.b.clickXPath(`//*[@dropdown-menu-item][normalize-space()="Install"]`); err != nil {
+		return err
+	}
+	if err := s.b.click(`button[data-testid="install-ext-modal-install-btn"]`); err != nil {
+		return err
+	}
+	if err := s.b.click(`button[data-testid="extension-reload-banner-reload-btn"]`); err != nil {
+		return err
+	}
+	return waitFor(s.ctx, "the extension's App", func(ctx context.Context) error {
+		state, err := s.e.appState(ctx, "cattle-ui-plugin-system", extension)
+		if err == nil && state != "deployed" {
+			err = fmt.Errorf("state %q", state)
+		}
+		return err
+	})
+}
+
+func (s *story) shardsPage() error {
+	if err := s.b.openShards(); err != nil {
+		return err
+	}
+	return s.b.waitRows(map[string]string{"shard0": "Active", "shard1": "Active"})
+}
+
+func (s *story) addShard() error {
+	if err := s.b.openShards(); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="sk-add"]`); err != nil {
+		return err
+	}
+	if err := s.b.typeInto(`[data-testid="sk-add-id"]`, "shard2"); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="sk-add-save"]`); err != nil {
+		return err
+	}
+	if err := s.b.clickOptional(`[data-testid="sk-add-close"]`); err != nil {
+		return err
+	}
+	if err := s.b.waitRows(map[string]string{"shard0": "Active", "shard1": "Active", "shard2": "Active"}); err != nil {
+		return err
+	}
+	return waitFor(s.ctx, "shard2's Deployments", func(ctx context.Context) error {
+		names, err := s.e.shardDeploymentNames(ctx, "shard2")
+		if err == nil && len(names) == 0 {
+			err = errors.New("none")
+		}
+		return err
+	})
+}
+
+func (s *story) gitRepoColumn() error {
+	// A GitRepo and a HelmOp of shard2, as a user's GitOps would create them.
+	if err := s.e.createObjects(s.ctx, "shard2"); err != nil {
+		return err
+	}
+	if err := s.b.open("/dashboard/c/_/fleet/fleet.cattle.io.gitrepo"); err != nil {
+		return err
+	}
+	return s.b.waitScript("the Shard cell of GitRepo payments", cellScript("payments", "Shard"), "^shard2$")
+}
+
+func (s *story) helmOpColumn() error {
+	if err := s.b.open("/dashboard/c/_/fleet/fleet.cattle.io.helmop"); err != nil {
+		return err
+	}
+	return s.b.waitScript("the Shard cell of HelmOp ingress", cellScript("ingress", "Shard"), "^shard2$")
+}
+
+func (s *story) removeShard() error {
+	if err := s.b.openShards(); err != nil {
+		return err
+	}
+	if err := s.b.waitRowMapped("shard2", "1 gitrepos"); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="sk-remove-shard2"]`); err != nil {
+		return err
+	}
+	if err := s.b.waitXPathText(`//*[@data-testid="sk-remove-objects"]`, objectNS+"/payments"); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="sk-remove-save"]`); err != nil {
+		return err
+	}
+	return s.b.waitXPathText(`//*[@data-testid="sk-remove-warning"]`, "shard2")
+}
+
+func (s *story) shardBlocked() error {
+	if err := s.b.clickOptional(`[data-testid="sk-remove-close"]`); err != nil {
+		return err
+	}
+	if err := s.b.waitRows(map[string]string{"shard0": "Active", "shard1": "Active", "shard2": "Blocked"}); err != nil {
+		return err
+	}
+	if err := s.b.waitXPathText(`//*[@data-testid="sk-row-shard2"]`, "still|mapped"); err != nil {
+		return err
+	}
+	return s.b.waitXPathText(`//*[@data-testid="sk-events"]`, "ShardDeletionBlocked")
+}
+
+func (s *story) forceRemoval() error {
+	if err := s.b.click(`[data-testid="sk-force-shard2"]`); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="sk-remove-force"]`); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="sk-remove-save"]`); err != nil {
+		return err
+	}
+	if err := s.b.clickOptional(`[data-testid="sk-remove-close"]`); err != nil {
+		return err
+	}
+	if err := s.b.waitRows(map[string]string{"shard0": "Active", "shard1": "Active"}); err != nil {
+		return err
+	}
+	if err := s.b.waitXPathText(`//*[@data-testid="sk-events"]`, "ShardForceDeleted"); err != nil {
+		return err
+	}
+	return waitFor(s.ctx, "shard2's Deployments gone", func(ctx context.Context) error {
+		names, err := s.e.shardDeploymentNames(ctx, "shard2")
+		if err == nil && len(names) > 0 {
+			err = fmt.Errorf("still there: %v", names)
+		}
+		return err
+	})
+}
+
+func (s *story) badShardID() error {
+	before, err := s.e.kube.CoreV1().ConfigMaps(chartNS).Get(s.ctx, "shardkeeper", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	// Rancher shows the API server's warning of the removal in a growl
+	// too, over the page's buttons, until it is closed.
+	if err := s.b.closeGrowls(); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="sk-add"]`); err != nil {
+		return err
+	}
+	if err := s.b.typeInto(`[data-testid="sk-add-id"]`, "Bad_ID"); err != nil {
+		return err
+	}
+	if err := s.b.click(`[data-testid="sk-add-save"]`); err != nil {
+		return err
+	}
+	if err := s.b.waitXPathText(`//*[@data-testid="sk-add-refusal"]`, "Bad_ID"); err != nil {
+		return err
+	}
+	after, err := s.e.kube.CoreV1().ConfigMaps(chartNS).Get(s.ctx, "shardkeeper", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		return fmt.Errorf("the shard ConfigMap changed: %q became %q", before.Data["shards"], after.Data["shards"])
+	}
+	return s.b.clickOptional(`[data-testid="sk-add-close"]`)
+}
+
+func (s *story) upgradeApp() error {
+	before, err := s.e.shardDeployments(s.ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.b.open("/dashboard/c/local/apps/catalog.cattle.io.app"); err != nil {
+		return err
+	}
+	if err := s.b.allNamespaces(); err != nil {
+		return err
+	}
+	if err := s.b.clickXPath(rowXPath("installed-app-catalog-list", "shardkeeper") + `//button[contains(@data-testid,"-action-button")]`); err != nil {
+		return err
+	}
+	if err := s.b.clickXPath(`//*[@dropdown-menu-item][normalize-space()="Edit/Upgrade" or normalize-space()="Edit / Change Version"]`); err != nil {
+		return err
+	}
+	if err := s.b.clickXPath(`//div[@id="wizard-footer-controls"]//button[normalize-space()="Next"]`); err != nil {
+		return err
+	}
+	if err := s.b.click(`a[data-testid="btn-Daemon"]`); err != nil {
+		return err
+	}
+	if err := s.b.typeInto(`input[data-testid="string-input-resources.limits.memory"]`, "320Mi"); err != nil {
+		return err
+	}
+	if err := s.b.click(`#wizard-footer-controls [data-testid="action-button-async-button"]`); err != nil {
+		return err
+	}
+	if err := waitFor(s.ctx, "the upgraded App", func(ctx context.Context) error {
+		rev, err := s.e.appRevision(ctx, chartNS, "shardkeeper")
+		if err == nil && rev < 2 {
+			err = fmt.Errorf("revision %d", rev)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := s.e.waitShards(s.ctx, map[string]string{"shard0": "Active", "shard1": "Active"}); err != nil {
+		return err
+	}
+	after, err := s.e.shardDeployments(s.ctx)
+	if err != nil {
+		return err
+	}
+	if !maps.Equal(before, after) {
+		return fmt.Errorf("shard Deployments were deleted or recreated: before %v, after %v", before, after)
+	}
+	return nil
+}
+
+// createObjects creates a GitRepo and a HelmOp labelled for shard, with
+// the fields Fleet's CRDs require.
+func (e *env) createObjects(ctx context.Context, shard string) error {
+	repo := testfixture.Object(testfixture.GitRepos, objectNS, "payments", source.FleetShardRefLabel, shard)
+	repo.Object["spec"] = map[string]any{"repo": "https://git.example.com/payments.git", "paths": []any{"deploy"}}
+	op := testfixture.Object(testfixture.HelmOps, objectNS, "ingress", source.FleetShardRefLabel, shard)
+	op.Object["spec"] = map[string]any{"helm": map[string]any{"repo": "https://charts.example.com", "chart": "ingress-nginx", "version": "4.12.0"}}
+	for gvr, obj := range map[schema.GroupVersionResource]*unstructured.Unstructured{testfixture.GitRepos: repo, testfixture.HelmOps: op} {
+		if _, err := e.dyn.Resource(gvr).Namespace(objectNS).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s %s: %w", gvr.Resource, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// openShards opens the Shards page from Continuous Delivery's menu.
+func (b *browser) openShards() error {
+	if err := b.open("/dashboard/c/_/fleet"); err != nil {
+		return err
+	}
+	return b.clickXPath(`//nav//a[normalize-space()="Shards"]`)
+}
+
+// waitRows waits until the Shards page lists exactly the shards of want,
+// each in its state.
+func (b *browser) waitRows(want map[string]string) error {
+	const script = `JSON.stringify(Object.fromEntries([...document.querySelectorAll('[data-testid^="sk-row-"]')].map(tr => [tr.getAttribute("data-testid").slice(7), (tr.querySelector('[data-testid="sk-state"]') || {}).innerText || ""])))`
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		return err
+	}
+	return b.waitScript("the Shards table", script, "^"+regexp.QuoteMeta(string(wantJSON))+"$")
+}
+
+// waitRowMapped waits until a shard's row counts its mapped objects so.
+func (b *browser) waitRowMapped(id, text string) error {
+	return b.waitXPathText(fmt.Sprintf(`//*[@data-testid="sk-row-%s"]//*[@data-testid="sk-mapped"]`, id), regexp.QuoteMeta(text))
+}
