@@ -4,7 +4,7 @@ package rancher
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,23 +32,30 @@ func login(t *testing.T, b *browser) {
 				return err
 			}
 		}
-		if err := b.typeInto(`input[data-testid="local-login-username"]`, adminUser); err != nil {
-			return err
-		}
-		if err := b.typeInto(`[data-testid="local-login-password"] input`, adminPassword); err != nil {
-			return err
-		}
-		if err := b.click(`button[data-testid="login-submit"]`); err != nil {
-			return err
-		}
-		deadline := time.Now().Add(actionTimeout)
-		for time.Now().Before(deadline) {
-			loc, _ := eval[string](b, `location.pathname`)
-			if loc != "" && !strings.Contains(loc, "/auth/login") {
-				return nil
+		// Rancher answers before the admin's password is stored: a login
+		// refused in that moment is tried again, as a person would.
+		var refused string
+		for range 4 {
+			if err := b.typeInto(`input[data-testid="local-login-username"]`, adminUser); err != nil {
+				return err
 			}
-			time.Sleep(500 * time.Millisecond)
+			if err := b.typeInto(`[data-testid="local-login-password"] input`, adminPassword); err != nil {
+				return err
+			}
+			if err := b.click(`button[data-testid="login-submit"]`); err != nil {
+				return err
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				loc, _ := eval[string](b, `location.pathname`)
+				if loc != "" && !strings.Contains(loc, "/auth/login") {
+					return nil
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			refused, _ = eval[string](b, `(document.querySelector('[data-testid="login__messages"]') || {}).innerText || ""`)
+			b.t.Logf("log in: still on the login page (%q); again", refused)
 		}
-		return errors.New("still on the login page")
+		return fmt.Errorf("still on the login page: %q", refused)
 	})
 }
