@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // actionTimeout bounds one browser action: a wait for what a page shows
@@ -316,4 +317,35 @@ func (b *browser) allNamespaces() error {
 func (b *browser) closeGrowls() error {
 	_, err := eval[int](b, `(() => { const c = [...document.querySelectorAll(".growl .close, .growl .icon-close")]; c.forEach(x => x.click()); return c.length; })()`)
 	return err
+}
+
+// retry runs fn up to n times, pressing Escape between tries to close
+// whatever a missed click opened, and returns its last error.
+func (b *browser) retry(n int, fn func() error) error {
+	var err error
+	for i := range n {
+		if i > 0 {
+			b.t.Logf("again after: %v", err)
+			_ = b.run(chromedp.KeyEvent(kb.Escape))
+			time.Sleep(time.Second)
+		}
+		if err = fn(); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// clickWithin is click with its own time limit.
+func (b *browser) clickWithin(sel string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(b.ctx, d)
+	defer cancel()
+	return chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+}
+
+// clickXPathWithin is clickXPath with its own time limit.
+func (b *browser) clickXPathWithin(xp string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(b.ctx, d)
+	defer cancel()
+	return chromedp.Do(ctx, chromedp.WaitVisible(xp), chromedp.Click(xp))
 }

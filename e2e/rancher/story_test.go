@@ -157,10 +157,14 @@ func (s *story) installExtension() error {
 		return err
 	}
 	card := fmt.Sprintf(`[data-testid="item-card-cluster/%s/%s"]`, repoName, extension)
-	if err := s.b.click(card + ` [data-testid="item-card-header-action-menu"]`); err != nil {
-		return err
-	}
-	if err := s.b.clickXPath(`//*[@dropdown-menu-item][normalize-space()="Install"]`); err != nil {
+	// The page settles after it shows the card (a banner comes in above
+	// it, the main menu may slide in): a click that missed is made again.
+	if err := s.b.retry(3, func() error {
+		if err := s.b.clickWithin(card+` [data-testid="item-card-header-action-menu"]`, 30*time.Second); err != nil {
+			return err
+		}
+		return s.b.clickXPathWithin(`//*[@dropdown-menu-item][normalize-space()="Install"]`, 10*time.Second)
+	}); err != nil {
 		return err
 	}
 	if err := s.b.click(`button[data-testid="install-ext-modal-install-btn"]`); err != nil {
