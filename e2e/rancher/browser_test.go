@@ -30,6 +30,10 @@ type browser struct {
 	dir  string
 	shot int
 
+	// console is the browser's console, every message, as a log file
+	// kept beside Rancher's and the daemon's.
+	console *os.File
+
 	mu sync.Mutex
 	// problems are what the pages reported while the story ran: script
 	// errors, failed requests and server errors of Rancher's API.
@@ -61,7 +65,12 @@ func newBrowser(t *testing.T, cfg config) *browser {
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancel(); cancelAlloc() })
-	b := &browser{t: t, ctx: ctx, dir: dir}
+	console, err := os.Create(filepath.Join(cfg.artifacts, "browser-console.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = console.Close() })
+	b := &browser{t: t, ctx: ctx, dir: dir, console: console}
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start Chromium: %v", err)
 	}
@@ -80,6 +89,7 @@ func (b *browser) watchConsole() {
 		if err != nil {
 			return
 		}
+		fmt.Fprintf(b.console, "%s %s: %s (%s:%d)\n", msg.Time.Format(time.RFC3339), msg.Type, msg.Text, msg.URL, msg.Line)
 		if msg.Type != chromedp.ConsoleException && msg.Type != "error" {
 			continue
 		}
@@ -136,7 +146,8 @@ func (b *browser) step(name string, fn func() error) {
 	file := filepath.Join(b.dir, fmt.Sprintf("%02d-%s.png", b.shot, slug(name)))
 	b.screenshot(file)
 	if err != nil {
-		b.t.Fatalf("step %q failed: %v\nthe page showed (screenshot %s):\n%s", name, err, file, b.pageText())
+		b.t.Fatalf("step %q failed: %v\nthe page showed (screenshot %s; the browser's console in %s):\n%s",
+			name, err, file, b.console.Name(), b.pageText())
 	}
 }
 
