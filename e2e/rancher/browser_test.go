@@ -360,3 +360,16 @@ func (b *browser) clickXPathWithin(xp string, d time.Duration) error {
 	defer cancel()
 	return chromedp.Do(ctx, chromedp.WaitVisible(xp), chromedp.Click(xp))
 }
+
+// closeDialog closes the page's open dialog, if any, with its Close (or
+// Cancel) button, and waits until it is gone.
+func (b *browser) closeDialog() error {
+	open, err := eval[bool](b, `!!document.querySelector('[role="dialog"]')`)
+	if err != nil || !open {
+		return err
+	}
+	if err := b.clickXPath(`//*[@role="dialog"]//button[normalize-space()="Close" or normalize-space()="Cancel"]`); err != nil {
+		return err
+	}
+	return b.run(chromedp.WaitNotPresent(chromedp.CSS(`[role="dialog"]`)))
+}

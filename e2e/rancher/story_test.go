@@ -255,7 +255,7 @@ func (s *story) removeShard() error {
 }
 
 func (s *story) shardBlocked() error {
-	if err := s.b.clickOptional(`[data-testid="sk-remove-close"]`); err != nil {
+	if err := s.b.closeDialog(); err != nil {
 		return err
 	}
 	if err := s.b.waitRows(map[string]string{"shard0": "Active", "shard1": "Active", "shard2": "Blocked"}); err != nil {
@@ -268,16 +268,32 @@ func (s *story) shardBlocked() error {
 }
 
 func (s *story) forceRemoval() error {
-	if err := s.b.click(`[data-testid="sk-force-shard2"]`); err != nil {
-		return err
-	}
-	if err := s.b.click(`[data-testid="sk-remove-force"]`); err != nil {
-		return err
-	}
-	if err := s.b.click(`[data-testid="sk-remove-save"]`); err != nil {
-		return err
-	}
-	if err := s.b.clickOptional(`[data-testid="sk-remove-close"]`); err != nil {
+	// The dialog saves what the page read last: an edit that came in
+	// between (the daemon's, say) makes the save fail with a conflict,
+	// which the dialog shows; a person reads it and tries again.
+	if err := s.b.retry(3, func() error {
+		if err := s.b.closeDialog(); err != nil {
+			return err
+		}
+		if err := s.b.clickWithin(`[data-testid="sk-force-shard2"]`, 30*time.Second); err != nil {
+			return err
+		}
+		if err := s.b.click(`[data-testid="sk-remove-force"]`); err != nil {
+			return err
+		}
+		if err := s.b.click(`[data-testid="sk-remove-save"]`); err != nil {
+			return err
+		}
+		// Saved without a warning, the dialog closes by itself.
+		const outcome = `(document.querySelector('[role="dialog"]') || {innerText: "closed"}).innerText`
+		if err := s.b.waitScript("the dialog's outcome", outcome, "^closed$|Saved|Not saved"); err != nil {
+			return err
+		}
+		if refusal, _ := eval[string](s.b, `(document.querySelector('[data-testid="sk-remove-refusal"]') || {}).innerText || ""`); refusal != "" {
+			return fmt.Errorf("the dialog says: %s", refusal)
+		}
+		return s.b.closeDialog()
+	}); err != nil {
 		return err
 	}
 	if err := s.b.waitRows(map[string]string{"shard0": "Active", "shard1": "Active"}); err != nil {
