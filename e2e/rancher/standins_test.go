@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -223,10 +224,17 @@ func (e *env) serveEndpoint(ctx context.Context, endpoint string) error {
 		return err
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		data, ok := files[strings.TrimPrefix(r.URL.Path, "/")]
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		data, ok := files[name]
 		if !ok {
 			http.NotFound(w, r)
 			return
+		}
+		// busybox's httpd names the type by the file's extension; Rancher
+		// passes it on while it has not cached the files, and a browser
+		// runs no script served as text/plain.
+		if t := mime.TypeByExtension(filepath.Ext(name)); t != "" {
+			w.Header().Set("Content-Type", t)
 		}
 		_, _ = w.Write(data)
 	})}
