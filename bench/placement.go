@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/yaml"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
@@ -392,8 +392,8 @@ func (l *refLabeller) label(ctx context.Context, todo <-chan mevent, cancel cont
 			"resourceVersion": ev.rv,
 			"labels":          map[string]string{ev.label: shard},
 			"annotations": map[string]string{
-				mapped.AssignedShardAnnotation: shard,
-				mapped.AssignedAtAnnotation:    time.Now().UTC().Format(time.RFC3339),
+				placement.AssignedShardAnnotation: shard,
+				placement.AssignedAtAnnotation:    time.Now().UTC().Format(time.RFC3339),
 			},
 		}})
 		_, err := l.md.Resource(ev.gvr).Namespace(placeRefNS).Patch(ctx, ev.name, types.MergePatchType, body, metav1.PatchOptions{})

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
@@ -668,12 +668,12 @@ func (fs *fluxScenario) waitGroup(ns, shard string, objs ...fluxObject) (string,
 			if err != nil {
 				return err
 			}
-			label, placed := o.GetLabels()[fluxLabel], o.GetAnnotations()[mapped.AssignedShardAnnotation]
+			label, placed := o.GetLabels()[fluxLabel], o.GetAnnotations()[placement.AssignedShardAnnotation]
 			if label == "" || label != placed {
 				return fmt.Errorf("%s: label %q, placed on %q", obj, label, placed)
 			}
 			shards[label] = append(shards[label], obj.String())
-			at[obj] = o.GetAnnotations()[mapped.AssignedAtAnnotation]
+			at[obj] = o.GetAnnotations()[placement.AssignedAtAnnotation]
 		}
 		if len(shards) != 1 {
 			return fmt.Errorf("on different shards: %v", shards)

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/render"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
@@ -54,7 +54,7 @@ func (s *scenario) loads() (map[string]int, map[string]string) {
 		for _, o := range list.Items {
 			shard := o.GetLabels()[label]
 			out[shard]++
-			if shard != "" && o.GetAnnotations()[mapped.AssignedShardAnnotation] != shard {
+			if shard != "" && o.GetAnnotations()[placement.AssignedShardAnnotation] != shard {
 				byHand[gvr.Resource+" "+o.GetName()] = shard
 			}
 		}
@@ -123,7 +123,7 @@ func (s *scenario) moved() (map[string]int, int) {
 // record of it is gone).
 func (s *scenario) pin(gvr schema.GroupVersionResource, name, label, shard string) {
 	s.t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:null}}}`, label, shard, mapped.AssignedShardAnnotation)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":{%q:null}}}`, label, shard, placement.AssignedShardAnnotation)
 	_, err := dyn.Resource(gvr).Namespace(s.fleetNS).Patch(s.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(s.t, err)
 }

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/stamp"
 )
 
@@ -226,7 +226,7 @@ func (fs *fluxScenario) bornBurst(namespaces []string) map[string]string {
 				if shard == "" {
 					return
 				}
-				if placed := out.GetAnnotations()[mapped.AssignedShardAnnotation]; placed != shard {
+				if placed := out.GetAnnotations()[placement.AssignedShardAnnotation]; placed != shard {
 					errs = append(errs, fmt.Errorf("%s in %s: stamped %q, placement's record %q", obj, ns, shard, placed))
 				}
 				if obj.gvr == helmReleases {

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/stamp"
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
@@ -107,7 +107,7 @@ func (s *scenario) burst(namespaces []string, prefix string, n int, labelsOf fun
 					errs = append(errs, err)
 				} else {
 					shard := out.GetLabels()[fleetLabel]
-					if shard != "" && out.GetAnnotations()[mapped.AssignedShardAnnotation] != shard {
+					if shard != "" && out.GetAnnotations()[placement.AssignedShardAnnotation] != shard {
 						errs = append(errs, fmt.Errorf("%s/%s: stamped %q without placement's record %v", ns, out.GetName(), shard, out.GetAnnotations()))
 					}
 					born[ns+"/"+out.GetName()] = shard
@@ -277,7 +277,7 @@ func TestBornOnTheirShard(t *testing.T) {
 			require.NoError(t, err)
 			shard := out.GetLabels()[fleetLabel]
 			assert.Contains(t, []string{"s1", "s2"}, shard, "%s/%s born on a listed, Available shard", ns, out.GetName())
-			assert.Equal(t, shard, out.GetAnnotations()[mapped.AssignedShardAnnotation], "%s/%s: placement's record", ns, out.GetName())
+			assert.Equal(t, shard, out.GetAnnotations()[placement.AssignedShardAnnotation], "%s/%s: placement's record", ns, out.GetName())
 			born[ns+"/"+out.GetName()] = shard
 		}
 		_, loads := spread(born, "s1", "s2")

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/stamp"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
@@ -101,7 +101,7 @@ func TestRemovalWaitsUntilNoObjectCanBeBornOnTheShard(t *testing.T) {
 	// warned about, and placement takes it back onto s1. One labelled by
 	// hand with an unknown ID is only warned about.
 	born := testfixture.Object(gitRepos, s.fleetNS, "born-on-s3", fleetLabel, "s3")
-	born.SetAnnotations(map[string]string{mapped.AssignedShardAnnotation: "s3"})
+	born.SetAnnotations(map[string]string{placement.AssignedShardAnnotation: "s3"})
 	_, err = dyn.Resource(gitRepos).Namespace(s.fleetNS).Create(s.ctx, born, metav1.CreateOptions{})
 	require.NoError(t, err)
 	s.object(gitRepos, "typo", fleetLabel, "s3")

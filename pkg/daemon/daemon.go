@@ -48,6 +48,7 @@ type Daemon struct {
 	kube        kubernetes.Interface
 	factories   map[string]controller.SharedControllerFactory
 	tracker     *mapped.Tracker
+	gc          *startupGC
 	ctrl        *shardset.Controller
 	mover       *mover.Mover
 	broadcaster record.EventBroadcaster
@@ -101,11 +102,7 @@ func New(ctx context.Context, o *Options) (*Daemon, error) {
 	d.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.kube.CoreV1().Events(o.namespace)})
 	recorder := d.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "shardkeeper"})
 
-	d.tracker = mapped.New(meta, disc, o.set.Mapped, d.mappedChanged)
-	d.tracker.SetInitialList(o.initialList)
-	// The kinds that derive objects or refer to sources are read whole, for
-	// the cross-shard warnings; the others metadata-only, skimmed.
-	if err := d.tracker.ReadThrough(cfg); err != nil {
+	if err := d.track(cfg, meta, disc); err != nil {
 		return nil, err
 	}
 	// Every namespace's Deployments and Services are written through a
@@ -194,8 +191,23 @@ func (d *Daemon) factoryFor(ns string) (controller.SharedControllerFactory, erro
 	return f, nil
 }
 
+// track builds the caches of the mapped objects, and the collector's
+// pacing that follows how far they have come.
+func (d *Daemon) track(cfg *rest.Config, meta metadata.Interface, disc discovery.DiscoveryInterface) error {
+	d.tracker = mapped.New(meta, disc, d.opts.set.Mapped, d.mappedChanged)
+	d.tracker.SetInitialList(d.opts.initialList)
+	d.gc = newStartupGC(d.tracker.Synced)
+	// The kinds that derive objects or refer to sources are read whole, for
+	// the cross-shard warnings; the others metadata-only, skimmed.
+	if err := d.tracker.ReadThrough(cfg); err != nil {
+		return fmt.Errorf("mapped objects: %w", err)
+	}
+	return nil
+}
+
 // mappedChanged is called by the mapped-object caches once they run.
 func (d *Daemon) mappedChanged() {
+	d.gc.changed()
 	d.ctrl.MappedChanged()
 	if d.mover != nil {
 		d.mover.Wake()
@@ -230,6 +242,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) start(ctx context.Context) error {
 	d.leading.Store(true)
 	metrics.Leader.Set(1)
+	d.gc.start(ctx)
 	if err := d.tracker.Start(ctx); err != nil {
 		return err
 	}

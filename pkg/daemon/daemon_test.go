@@ -58,6 +58,7 @@ func daemonWithCaches() *Daemon {
 	return &Daemon{
 		opts:    &Options{cacheSyncTimeout: 100 * time.Millisecond},
 		tracker: mapped.New(nil, nil, nil, func() {}),
+		gc:      newStartupGC(func() bool { return false }),
 		factories: map[string]controller.SharedControllerFactory{
 			"cattle-fleet-system": fakeFactory{caches: fakeCaches{synced: map[schema.GroupVersionKind]bool{deployments: false, services: true}}},
 			"flux-system":         fakeFactory{caches: fakeCaches{synced: map[schema.GroupVersionKind]bool{deployments: true}}},

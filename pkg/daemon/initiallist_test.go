@@ -7,18 +7,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
+	"github.com/shardkeeper/shardkeeper/pkg/wire"
 )
 
 func TestInitialListFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
-		want mapped.InitialList
+		want wire.InitialList
 		err  string
 	}{
-		{nil, mapped.InitialListAuto, ""},
-		{[]string{"--initial-list=pages"}, mapped.InitialListPages, ""},
-		{[]string{"--initial-list=stream"}, mapped.InitialListStream, ""},
+		{nil, wire.InitialListAuto, ""},
+		{[]string{"--initial-list=pages"}, wire.InitialListPages, ""},
+		{[]string{"--initial-list=stream"}, wire.InitialListStream, ""},
 		{[]string{"--initial-list=watch"}, "", `--initial-list: initial list "watch": want auto, pages or stream`},
 	} {
 		o := &Options{}

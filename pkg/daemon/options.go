@@ -18,8 +18,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/wire"
 )
 
 // DefaultNamespace is where the shard ConfigMap is looked for: the pod's
@@ -64,7 +64,7 @@ type Options struct {
 	// set is the sources and mapped kinds, built by Complete.
 	set source.Set
 	// initialList is --initial-list, parsed by Complete.
-	initialList mapped.InitialList
+	initialList wire.InitialList
 }
 
 // listFlag is a repeatable flag.
@@ -90,7 +90,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client requests per second to the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 300, "client request burst to the API server")
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "accept gzip-compressed responses from the API server (large LISTs and, from Kubernetes 1.37, every event of a watch that streams its initial list); off, neither side spends CPU on compression, which next to the API server costs more than it saves")
-	fs.StringVar(&o.initialListFlag, "initial-list", string(mapped.InitialListAuto), "how the mapped objects are read at start: pages (a paged list, 500 objects a page), stream (a watch that sends the initial state, falling back to pages before Kubernetes 1.32), or auto: pages from Kubernetes 1.34, whose API server serves every page from its watch cache, but stream for a kind of more than 50,000 objects and on older API servers")
+	fs.StringVar(&o.initialListFlag, "initial-list", string(wire.InitialListAuto), "how the mapped objects are read at start: pages (a paged list, 500 objects a page), stream (a watch that sends the initial state, falling back to pages before Kubernetes 1.32), or auto: pages from Kubernetes 1.34, whose API server serves every page from its watch cache, but stream for a kind of more than 50,000 objects and on older API servers")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader on a Lease, so that only one of several replicas writes")
@@ -119,7 +119,7 @@ func (o *Options) Complete() error {
 	if o.stamp && !o.allowPlacement {
 		return errors.New("--stamp publishes placement's choices: it needs --allow-placement")
 	}
-	initialList, err := mapped.ParseInitialList(o.initialListFlag)
+	initialList, err := wire.ParseInitialList(o.initialListFlag)
 	if err != nil {
 		return fmt.Errorf("--initial-list: %w", err)
 	}

@@ -17,18 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
-)
-
-// Annotations that placement writes and reads. An object whose shard label
-// equals AssignedShardAnnotation was placed by shardkeeper; any other shard
-// label was set by a person and pins the object.
-const (
-	// AssignedShardAnnotation records the shard placement gave the object.
-	AssignedShardAnnotation = "shardkeeper.io/assigned-shard"
-	// AssignedAtAnnotation records when (RFC 3339), for the cool-down.
-	AssignedAtAnnotation = "shardkeeper.io/assigned-at"
-	// weightAnnotation is the load an object adds to its shard (default 1).
-	weightAnnotation = "shardkeeper.io/weight"
+	"github.com/shardkeeper/shardkeeper/pkg/wire"
 )
 
 // maxWeight bounds the weight annotation, so that one object cannot
@@ -112,22 +101,22 @@ func (s *shardIndex) strip(obj any) (*stripped, error) {
 	return &stripped{key: key, e: s.entryOf(key, m)}, nil
 }
 
-// beginSync implements syncingStore.
-func (s *shardIndex) beginSync() {
+// BeginSync implements wire.Store.
+func (s *shardIndex) BeginSync() {
 	s.mu.Lock()
 	s.pending = &chunks[stripped]{}
 	s.mu.Unlock()
 }
 
-// dropSync implements syncingStore.
-func (s *shardIndex) dropSync() {
+// DropSync implements wire.Store.
+func (s *shardIndex) DropSync() {
 	s.mu.Lock()
 	s.pending = nil
 	s.mu.Unlock()
 }
 
-// syncObject implements syncingStore.
-func (s *shardIndex) syncObject(obj runtime.Object) error {
+// SyncObject implements wire.Store.
+func (s *shardIndex) SyncObject(obj runtime.Object) error {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return fmt.Errorf("unexpected object %T", obj)
@@ -148,7 +137,7 @@ func (s *shardIndex) syncMeta(m *metav1.PartialObjectMetadata) (string, error) {
 	return key, nil
 }
 
-var _ syncingStore = (*shardIndex)(nil)
+var _ wire.Store = (*shardIndex)(nil)
 
 // ref returns the idRef of the shard ID v, adding it to the table.
 func (s *shardIndex) ref(v string) idRef {
@@ -233,15 +222,15 @@ func (s *shardIndex) entryOf(key string, m *metav1.PartialObjectMetadata) *entry
 	shard, labelled := m.Labels[s.label]
 	e := &entry{rv: s.rvOf(key, m.ResourceVersion), shard: s.ref(shard), labelled: labelled,
 		labels: s.internLabels(m.Labels), deleting: m.DeletionTimestamp != nil, weight: 1}
-	if v, ok := m.Annotations[AssignedShardAnnotation]; ok {
+	if v, ok := m.Annotations[placement.AssignedShardAnnotation]; ok {
 		e.assigned = s.ref(v)
 	}
 	// Before 1970 or after 2106, the time is dropped: as no time, it lets
 	// placement move the object again.
-	if t, err := time.Parse(time.RFC3339, m.Annotations[AssignedAtAnnotation]); err == nil && t.Unix() > 0 && t.Unix() <= math.MaxUint32 {
+	if t, err := time.Parse(time.RFC3339, m.Annotations[placement.AssignedAtAnnotation]); err == nil && t.Unix() > 0 && t.Unix() <= math.MaxUint32 {
 		e.assignedAt = uint32(t.Unix()) //nolint:gosec // within range: checked just above
 	}
-	if w, err := strconv.Atoi(m.Annotations[weightAnnotation]); err == nil && w > 0 {
+	if w, err := strconv.Atoi(m.Annotations[placement.WeightAnnotation]); err == nil && w > 0 {
 		e.weight = uint16(min(w, maxWeight))
 	}
 	return e

@@ -15,6 +15,8 @@ import (
 	validation "k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/shardkeeper/shardkeeper/pkg/wire"
 )
 
 // fakeAPI answers a list-watch as an API server would: a watch with
@@ -115,7 +117,7 @@ func TestInitialSyncStreams(t *testing.T) {
 	changes := 0
 	s := newShardIndex("gitrepos", label, false, func() { changes++ })
 	require.NoError(t, s.Replace([]any{obj("a", "old", "s9", false)}, "1"))
-	l := &initialSync{lw: api.lw(), store: s, pageSize: 2}
+	l := wire.InitialSync(api.lw(), s, wire.Reading{PageSize: 2})
 
 	got, err := l.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0", Limit: 500})
 	require.NoError(t, err)
@@ -148,7 +150,7 @@ func TestInitialSyncPagesWhereTheServerDoesNotStream(t *testing.T) {
 			api := &fakeAPI{streams: []func() (watch.Interface, error){refused(err)},
 				pages: []*metav1.PartialObjectMetadataList{page("5", "next", "r1", "r2"), page("6", "", "r3")}}
 			s := newShardIndex("gitrepos", label, false, func() {})
-			l := &initialSync{lw: api.lw(), store: s, pageSize: 2}
+			l := wire.InitialSync(api.lw(), s, wire.Reading{PageSize: 2})
 
 			got, err := l.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"})
 			require.NoError(t, err)
@@ -184,7 +186,7 @@ func TestInitialSyncFailureKeepsTheContent(t *testing.T) {
 			api := &fakeAPI{streams: []func() (watch.Interface, error){c.stream}}
 			s := newShardIndex("gitrepos", label, false, func() {})
 			require.NoError(t, s.Replace([]any{obj("a", "old", "s9", false)}, "1"))
-			l := &initialSync{lw: api.lw(), store: s, pageSize: 2}
+			l := wire.InitialSync(api.lw(), s, wire.Reading{PageSize: 2})
 
 			_, err := l.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
 			require.ErrorContains(t, err, c.err)
@@ -202,7 +204,7 @@ func TestInitialSyncStartsAfreshOnEachList(t *testing.T) {
 		stream(added("r2", "s2"), bookmark("4", true)),
 	}}
 	s := newShardIndex("gitrepos", label, false, func() {})
-	l := &initialSync{lw: api.lw(), store: s, pageSize: 2}
+	l := wire.InitialSync(api.lw(), s, wire.Reading{PageSize: 2})
 	_, err := l.ListWithContext(context.Background(), metav1.ListOptions{})
 	require.Error(t, err)
 	got, err := l.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "3"})
@@ -223,7 +225,7 @@ func TestInitialSyncOfSpecs(t *testing.T) {
 		watch.Event{Type: watch.Added, Object: decode(t, `{"kind":"HelmRelease","metadata":{"name":"none","namespace":"apps"},"spec":{}}`)},
 		bookmark("8", true))}}
 	s := newSpecIndex(releases, newShardIndex("helmreleases", fluxKey, false, func() {}))
-	l := &initialSync{lw: api.lw(), store: s, pageSize: 2}
+	l := wire.InitialSync(api.lw(), s, wire.Reading{PageSize: 2})
 	_, err := l.ListWithContext(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, s.objects(nil), "an initial state shows only once it is complete")
@@ -245,7 +247,7 @@ func TestReflectorSyncsThroughInitialSync(t *testing.T) {
 		watches: []*watch.FakeWatcher{live}}
 	changes := make(chan struct{}, 10)
 	s := newShardIndex("gitrepos", label, false, func() { changes <- struct{}{} })
-	r := cache.NewReflectorWithOptions(&initialSync{lw: api.lw(), store: s, pageSize: listPageSize},
+	r := cache.NewReflectorWithOptions(wire.InitialSync(api.lw(), s, wire.Reading{}),
 		&metav1.PartialObjectMetadata{}, s, cache.ReflectorOptions{Name: "test"})
 	go r.RunWithContext(t.Context())
 
@@ -259,4 +261,65 @@ func TestReflectorSyncsThroughInitialSync(t *testing.T) {
 	assert.Equal(t, "9", api.requests[1].ResourceVersion, "the watch goes on from the state's version")
 	assert.Nil(t, api.requests[1].SendInitialEvents)
 	assert.Equal(t, 0, api.lists)
+}
+
+// With pagesFirst the initial state is a paged list from the start: no
+// watch is asked for, and every page is of the first page's snapshot.
+func TestInitialSyncPagesFirst(t *testing.T) {
+	api := &fakeAPI{streams: []func() (watch.Interface, error){stream(added("never", "s2"), bookmark("9", true))},
+		pages: []*metav1.PartialObjectMetadataList{page("5", "next", "r1", "r2"), page("6", "", "r3")}}
+	s := newShardIndex("gitrepos", label, false, func() {})
+	require.NoError(t, s.Replace([]any{obj("a", "old", "s9", false)}, "1"))
+	l := wire.InitialSync(api.lw(), s, wire.Reading{Pages: true, PageSize: 2})
+
+	got, err := l.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"})
+	require.NoError(t, err)
+	assert.Equal(t, "5", listRV(t, got))
+	assert.Equal(t, []metav1.ListOptions{{Limit: 2}, {Limit: 2, Continue: "next"}}, api.requests, "two pages and no watch")
+	assert.Equal(t, 1, s.count("s9"), "the old content stays until the reflector replaces it")
+	require.NoError(t, s.Replace(nil, "5"))
+	assert.Equal(t, 3, s.count("s1"))
+	assert.Equal(t, 0, s.count("s2"))
+	assert.Equal(t, 0, s.count("s9"))
+}
+
+// A kind whose first page says that more than streamAbove objects remain
+// is streamed instead, from a fresh start: the page taken is dropped.
+func TestInitialSyncStreamsAManyObjectKind(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		remaining *int64
+		streamed  bool
+	}{
+		{"more than streamAbove", new(int64(11)), true},
+		{"exactly streamAbove", new(int64(10)), false},
+		{"no count (a selector)", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := page("5", "next", "paged")
+			first.RemainingItemCount = tc.remaining
+			last := page("6", "")
+			api := &fakeAPI{streams: []func() (watch.Interface, error){stream(added("r1", "s2"), added("r2", "s2"), bookmark("9", true))},
+				pages: []*metav1.PartialObjectMetadataList{first, last}}
+			s := newShardIndex("gitrepos", label, false, func() {})
+			l := wire.InitialSync(api.lw(), s, wire.Reading{Pages: true, StreamAbove: 10, PageSize: 1})
+
+			got, err := l.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"})
+			require.NoError(t, err)
+			require.NoError(t, s.Replace(nil, listRV(t, got)))
+			if tc.streamed {
+				assert.Equal(t, "9", listRV(t, got))
+				require.Len(t, api.requests, 2, "one page, then the stream")
+				assert.True(t, *api.requests[1].SendInitialEvents)
+				assert.Equal(t, 0, s.count("s1"), "the page taken before is dropped")
+				assert.Equal(t, 2, s.count("s2"))
+				return
+			}
+			assert.Equal(t, "5", listRV(t, got))
+			require.Len(t, api.requests, 2, "both pages, no stream")
+			assert.Nil(t, api.requests[1].SendInitialEvents)
+			assert.Equal(t, 1, s.count("s1"))
+			assert.Equal(t, 0, s.count("s2"))
+		})
+	}
 }

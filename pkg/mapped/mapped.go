@@ -1,12 +1,12 @@
-// Package mapped caches the objects (GitRepos, HelmOps, HelmReleases, ...)
-// that a shard label maps to a shard, indexed by shard. It watches metadata
-// only, but for the kinds whose spec carries shard labels or references
-// (HelmReleases, HelmCharts, HelmOps; see specs.go), read whole and skimmed;
-// it keeps of each object only what the decisions read (key, shard label,
-// labels, placement's annotations, deletion state, and those labels and
-// references), handed out as placement.Object and crossref.Object; and it
-// follows each kind's CRD so that a kind installed later is picked up
-// without a restart.
+// Package mapped is what a shard means in the cluster: it caches the
+// objects (GitRepos, HelmOps, HelmReleases, ...) that a shard label maps to a
+// shard, indexed by shard. It keeps of each object only what the decisions
+// read (key, shard label, labels, placement's annotations, deletion state,
+// and, for the kinds whose spec carries shard labels or references, those
+// labels and references; see specs.go), handed out as placement.Object and
+// crossref.Object; and it follows each kind's CRD so that a kind installed
+// later is picked up without a restart. How the objects come off the API
+// server is package wire's.
 //
 // It is the daemon's own: not a supported API, and it may change in any
 // release.
@@ -18,7 +18,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -29,11 +28,11 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/wire"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -46,26 +45,17 @@ type Tracker struct {
 	onChange  func()
 	kinds     []*kind
 	crdSynced []cache.InformerSynced
-	// specClient, when set, reads the kinds whose spec the decisions
-	// read (see ReadThrough).
-	specClient rest.Interface
-	// metaClient, when set, reads the other kinds (see ReadThrough).
-	metaClient rest.Interface
+	// wire, when set, reads the objects (see ReadThrough); without it
+	// every kind is read through client, as metadata.
+	wire *wire.Clients
 	// after runs f once d has passed: time.AfterFunc, replaced in tests so
 	// that retries need no sleeping.
 	after func(d time.Duration, f func())
-	// restoreGC ends the start-up's garbage collector target (see
-	// lowerGC) and paces the collector from then on, once every kind has
-	// synced: gcRestored.
-	restoreGC  func()
-	gcRestored atomic.Bool
-	// initialList is how each kind's initial state is read, and pages
-	// and streamAbove what was decided of it when the first kind started
-	// (decided, see decideInitialList).
-	initialList InitialList
+	// initialList is how each kind's initial state is read, and reading
+	// what was decided of it when the first kind started (wire.Decide).
+	initialList wire.InitialList
 	decided     sync.Once
-	pages       bool
-	streamAbove int64
+	reading     wire.Reading
 }
 
 type kind struct {
@@ -101,21 +91,11 @@ func discoveryDelay(attempt int) time.Duration {
 	return min(time.Second<<min(attempt, 6), maxDiscoveryDelay) // 64s is past the cap
 }
 
-// listPageSize pages the initial state where it is listed (see
-// readsPages) or the API server cannot stream it as a watch (before
-// 1.32); each page is stripped before the next is asked for
-// (initialSync).
-const listPageSize = 500
-
 // New returns a Tracker for kinds; onChange is called whenever a count may
 // have changed or a kind appeared or went.
 func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []source.MappedKind, onChange func()) *Tracker {
-	t := &Tracker{client: client, discovery: disc, restoreGC: func() {}, initialList: InitialListAuto,
+	t := &Tracker{client: client, discovery: disc, onChange: onChange, initialList: wire.InitialListAuto,
 		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
-	t.onChange = func() {
-		t.endStartupGC()
-		onChange()
-	}
 	for _, k := range kinds {
 		t.kinds = append(t.kinds, &kind{spec: k})
 	}
@@ -125,10 +105,6 @@ func New(client metadata.Interface, disc discovery.DiscoveryInterface, kinds []s
 // Start watches each kind's CRD (a metadata informer limited to the CRD's
 // name) and starts or stops the kind's own informer as the CRD comes and goes.
 func (t *Tracker) Start(ctx context.Context) error {
-	restore, stop := lowerGC()
-	t.restoreGC = restore
-	context.AfterFunc(ctx, stop)
-	t.after(startupGCLimit, t.stopStartupGC)
 	for _, k := range t.kinds {
 		inf := metadatainformer.NewFilteredMetadataInformer(t.client, crdResource, metav1.NamespaceAll, 0, cache.Indexers{},
 			func(o *metav1.ListOptions) {
@@ -190,7 +166,7 @@ func (t *Tracker) crdPresent(ctx context.Context, k *kind, attempt int) {
 	kctx, cancel := context.WithCancel(ctx)
 	// Every object, labelled or not: placement assigns the unlabelled ones.
 	// The initial state streams in as a watch ("watch list"), each object
-	// stripped into the index as it arrives (initialSync).
+	// stripped into the index as it arrives (wire.InitialSync).
 	index := newShardIndex(k.spec.Name(), k.spec.Label, k.spec.Derived, t.onChange)
 	index.grouped, index.ownerLabel = k.spec.GroupByNamespace, k.spec.OwnerLabel
 	lw, expected, store, specs := t.watchOf(k.spec, index)

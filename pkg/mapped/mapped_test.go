@@ -93,19 +93,19 @@ func TestShardIndexPlacementFacts(t *testing.T) {
 	changes := 0
 	s := newShardIndex("gitrepos", label, false, func() { changes++ })
 	placed := obj("a", "placed", "s1", false)
-	placed.Annotations = map[string]string{AssignedShardAnnotation: "s1", AssignedAtAnnotation: "2026-11-29T20:00:00Z",
-		weightAnnotation: "7", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
+	placed.Annotations = map[string]string{placement.AssignedShardAnnotation: "s1", placement.AssignedAtAnnotation: "2026-11-29T20:00:00Z",
+		placement.WeightAnnotation: "7", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
 	pinned := obj("a", "pinned", "s1", false)
-	pinned.Annotations = map[string]string{AssignedShardAnnotation: "s2", weightAnnotation: "nonsense"}
+	pinned.Annotations = map[string]string{placement.AssignedShardAnnotation: "s2", placement.WeightAnnotation: "nonsense"}
 	bare := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "bare"}}
 	heavy := obj("b", "heavy", "s2", false)
-	heavy.Annotations = map[string]string{weightAnnotation: "999999"}
+	heavy.Annotations = map[string]string{placement.WeightAnnotation: "999999"}
 
 	// The initial state is taken object by object as it arrives, and is
 	// the content from the empty Replace that follows.
-	s.beginSync()
+	s.BeginSync()
 	for _, o := range []*metav1.PartialObjectMetadata{placed, pinned, bare, heavy} {
-		require.NoError(t, s.syncObject(o))
+		require.NoError(t, s.SyncObject(o))
 	}
 	assert.Empty(t, s.all(nil), "an initial state shows only once it is complete")
 	assert.Equal(t, 0, changes)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/pkg/crossref"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/wire"
 )
 
 // Flux's API groups and the source kinds that a reference names, with the
@@ -57,29 +57,29 @@ var refFieldPaths = [...]string{sourceRefField: "spec.sourceRef", chartSourceRef
 // refsOf returns how an object of kind k refers to a source, nil when its
 // kind refers to none: a HelmChart to its repository, a HelmRelease to its
 // chart's source. The reference's namespace defaults to the object's.
-func refsOf(k source.MappedKind) func(o *specObject) (refField, sourceRef) {
+func refsOf(k source.MappedKind) func(o *wire.SpecObject) (refField, wire.SourceRef) {
 	switch (schema.GroupResource{Group: k.Resource.Group, Resource: k.Resource.Resource}) {
 	case schema.GroupResource{Group: fluxSourceGroup, Resource: "helmcharts"}:
-		return func(o *specObject) (refField, sourceRef) {
+		return func(o *wire.SpecObject) (refField, wire.SourceRef) {
 			if o.Metadata.Labels[helmReleaseNameLabel] != "" {
 				// Made from a HelmRelease, which answers for it.
-				return noRef, sourceRef{}
+				return noRef, wire.SourceRef{}
 			}
 			if r := o.Spec.SourceRef; r != nil && r.Name != "" {
-				return sourceRefField, sourceRef{Kind: r.Kind, Name: r.Name, Namespace: o.Metadata.Namespace}
+				return sourceRefField, wire.SourceRef{Kind: r.Kind, Name: r.Name, Namespace: o.Metadata.Namespace}
 			}
-			return noRef, sourceRef{}
+			return noRef, wire.SourceRef{}
 		}
 	case schema.GroupResource{Group: fluxHelmGroup, Resource: "helmreleases"}:
-		return func(o *specObject) (refField, sourceRef) {
+		return func(o *wire.SpecObject) (refField, wire.SourceRef) {
 			if c := o.Spec.Chart; c != nil && c.Spec.SourceRef.Name != "" {
 				r := c.Spec.SourceRef
-				return chartSourceRefField, sourceRef{Kind: r.Kind, Name: r.Name, Namespace: orDefault(r.Namespace, o.Metadata.Namespace)}
+				return chartSourceRefField, wire.SourceRef{Kind: r.Kind, Name: r.Name, Namespace: orDefault(r.Namespace, o.Metadata.Namespace)}
 			}
 			if r := o.Spec.ChartRef; r != nil && r.Name != "" {
-				return chartRefField, sourceRef{Kind: r.Kind, Name: r.Name, Namespace: orDefault(r.Namespace, o.Metadata.Namespace)}
+				return chartRefField, wire.SourceRef{Kind: r.Kind, Name: r.Name, Namespace: orDefault(r.Namespace, o.Metadata.Namespace)}
 			}
-			return noRef, sourceRef{}
+			return noRef, wire.SourceRef{}
 		}
 	}
 	return nil
@@ -101,7 +101,7 @@ func orDefault(v, def string) string {
 // one. It is comparable.
 type specEntry struct {
 	shard, derived    string
-	ref               sourceRef
+	ref               wire.SourceRef
 	field             refField
 	labelled, derives bool
 	derivedLabelled   bool
@@ -131,7 +131,7 @@ func (e *specEntry) object(k source.MappedKind, namespace, name string) crossref
 type specIndex struct {
 	*shardIndex
 	spec source.MappedKind
-	refs func(o *specObject) (refField, sourceRef)
+	refs func(o *wire.SpecObject) (refField, wire.SourceRef)
 
 	specMu  sync.RWMutex
 	entries map[string]*sharedEntry // "namespace/name"
@@ -181,11 +181,11 @@ type specStripped struct {
 
 // strip returns what the indexes keep of o.
 func (s *specIndex) strip(obj any) (*specStripped, error) {
-	o, ok := obj.(*specObject)
+	o, ok := obj.(*wire.SpecObject)
 	if !ok {
 		return nil, fmt.Errorf("unexpected object %T", obj)
 	}
-	inner, err := s.shardIndex.strip(o.partial())
+	inner, err := s.shardIndex.strip(o.Partial())
 	if err != nil {
 		return nil, err
 	}
@@ -200,29 +200,29 @@ type keyedSpecEntry struct {
 	e   specEntry
 }
 
-// beginSync implements syncingStore.
-func (s *specIndex) beginSync() {
-	s.shardIndex.beginSync()
+// BeginSync implements wire.Store.
+func (s *specIndex) BeginSync() {
+	s.shardIndex.BeginSync()
 	s.specMu.Lock()
 	s.specPending = &chunks[keyedSpecEntry]{}
 	s.specMu.Unlock()
 }
 
-// dropSync implements syncingStore.
-func (s *specIndex) dropSync() {
-	s.shardIndex.dropSync()
+// DropSync implements wire.Store.
+func (s *specIndex) DropSync() {
+	s.shardIndex.DropSync()
 	s.specMu.Lock()
 	s.specPending = nil
 	s.specMu.Unlock()
 }
 
-// syncObject implements syncingStore.
-func (s *specIndex) syncObject(obj runtime.Object) error {
-	o, ok := obj.(*specObject)
+// SyncObject implements wire.Store.
+func (s *specIndex) SyncObject(obj runtime.Object) error {
+	o, ok := obj.(*wire.SpecObject)
 	if !ok {
 		return fmt.Errorf("unexpected object %T", obj)
 	}
-	key, err := s.syncMeta(o.partial())
+	key, err := s.syncMeta(o.Partial())
 	if err != nil {
 		return err
 	}
@@ -237,11 +237,11 @@ func (s *specIndex) syncObject(obj runtime.Object) error {
 	return nil
 }
 
-var _ syncingStore = (*specIndex)(nil)
+var _ wire.Store = (*specIndex)(nil)
 
 // entryOf returns what the decision needs of o, nil when it neither
 // derives an object nor refers to a source; s.specMu must be held.
-func (s *specIndex) entryOf(o *specObject) *specEntry {
+func (s *specIndex) entryOf(o *wire.SpecObject) *specEntry {
 	v, labelled := o.Metadata.Labels[s.spec.Label]
 	e := specEntry{shard: s.intern(v), labelled: labelled}
 	if derivedLabels, derives := s.derivedLabels(o); derives {
@@ -250,7 +250,7 @@ func (s *specIndex) entryOf(o *specObject) *specEntry {
 	}
 	if s.refs != nil {
 		if field, r := s.refs(o); field != noRef {
-			e.field, e.ref = field, sourceRef{Kind: s.intern(r.Kind), Namespace: s.intern(r.Namespace), Name: r.Name}
+			e.field, e.ref = field, wire.SourceRef{Kind: s.intern(r.Kind), Namespace: s.intern(r.Namespace), Name: r.Name}
 		}
 	}
 	if !e.derives && e.field == noRef {
@@ -262,7 +262,7 @@ func (s *specIndex) entryOf(o *specObject) *specEntry {
 // derivedLabels returns the labels map at the kind's SpecLabels, and
 // whether the object derives anything: a HelmRelease makes a HelmChart only
 // from spec.chart, a HelmOp always makes its Bundle.
-func (s *specIndex) derivedLabels(o *specObject) (map[string]string, bool) {
+func (s *specIndex) derivedLabels(o *wire.SpecObject) (map[string]string, bool) {
 	switch s.spec.SpecLabels {
 	case "spec.chart.metadata.labels":
 		if o.Spec.Chart == nil {
@@ -410,45 +410,6 @@ func (s *specIndex) objects(out []crossref.Object) []crossref.Object {
 	return out
 }
 
-// specListWatch lists and watches gvr's objects as specObject.
-func specListWatch(client rest.Interface, gvr schema.GroupVersionResource) *cache.ListWatch {
-	base := path.Join("/apis", gvr.Group, gvr.Version, gvr.Resource)
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			list := &specObjectList{}
-			req := client.Get().AbsPath(base).VersionedParams(&o, metav1.ParameterCodec)
-			err := readList(ctx, req, func(body []byte) error { return skimList(body, list) })
-			if err != nil {
-				return nil, fmt.Errorf("listing %s: %w", gvr.Resource, err)
-			}
-			return list, nil
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.Watch = true
-			return client.Get().AbsPath(base).VersionedParams(&o, metav1.ParameterCodec).Watch(ctx)
-		},
-	}
-}
-
-// ReadThrough makes the Tracker read through cfg, over HTTP/1.1 (see
-// http1): the spec of the kinds whose objects derive others or refer to
-// sources, for CrossShard, and the metadata of the others with
-// metaSerializer's skimmers. Without it (in tests) every kind is read
-// through the metadata client given to New. Call it before Start.
-func (t *Tracker) ReadThrough(cfg *rest.Config) error {
-	cfg = http1(cfg)
-	specs, err := specClientFor(cfg)
-	if err != nil {
-		return err
-	}
-	meta, err := metaClientFor(cfg)
-	if err != nil {
-		return err
-	}
-	t.specClient, t.metaClient = specs, meta
-	return nil
-}
-
 // CrossShard returns the objects whose derived object or source is on
 // another shard than the one that needs it (see crossref.Find).
 func (t *Tracker) CrossShard() []crossref.Crossed {
@@ -496,20 +457,36 @@ func (t *Tracker) sourceShard(kind, namespace, name string) (crossref.Shard, boo
 	return crossref.Shard{}, false
 }
 
+// ReadThrough makes the Tracker read through cfg with the skimmers of
+// package wire. Without it (in tests) every kind is read through the
+// metadata client given to New. Call it before Start.
+func (t *Tracker) ReadThrough(cfg *rest.Config) error {
+	c, err := wire.NewClients(cfg)
+	if err != nil {
+		return fmt.Errorf("reading through: %w", err)
+	}
+	t.wire = c
+	return nil
+}
+
+// SetInitialList sets how the initial state of each kind is read; the
+// default is wire.InitialListAuto. Call it before Start.
+func (t *Tracker) SetInitialList(mode wire.InitialList) { t.initialList = mode }
+
 // watchOf returns how to watch k's objects into index: as metadata, or,
-// for a kind whose spec the decisions read, as specObject into a
+// for a kind whose spec the decisions read, as wire.SpecObject into a
 // specIndex around index, which it returns too. Either way the initial
 // state goes into the store as it arrives, a page or an object at a time
-// (initialSync).
+// (wire.InitialSync).
 func (t *Tracker) watchOf(k source.MappedKind, index *shardIndex) (cache.ListerWatcher, runtime.Object, cache.ReflectorStore, *specIndex) {
-	t.decided.Do(t.decideInitialList)
-	if t.specClient != nil && readsSpec(k) {
+	t.decided.Do(func() { t.reading = wire.Decide(t.initialList, t.discovery) })
+	if t.wire != nil && readsSpec(k) {
 		specs := newSpecIndex(k, index)
-		return &initialSync{lw: specListWatch(t.specClient, k.Resource), store: specs, pageSize: listPageSize, pagesFirst: t.pages, streamAbove: t.streamAbove}, &specObject{}, specs, specs
+		return wire.InitialSync(t.wire.Spec(k.Resource), specs, t.reading), &wire.SpecObject{}, specs, specs
 	}
-	var lw *cache.ListWatch
-	if t.metaClient != nil {
-		lw = metaListWatch(t.metaClient, k.Resource)
+	var lw cache.ListerWatcherWithContext
+	if t.wire != nil {
+		lw = t.wire.Meta(k.Resource)
 	} else {
 		client := t.client.Resource(k.Resource)
 		lw = &cache.ListWatch{
@@ -521,5 +498,5 @@ func (t *Tracker) watchOf(k source.MappedKind, index *shardIndex) (cache.ListerW
 			},
 		}
 	}
-	return &initialSync{lw: lw, store: index, pageSize: listPageSize, pagesFirst: t.pages, streamAbove: t.streamAbove}, &metav1.PartialObjectMetadata{}, index, nil
+	return wire.InitialSync(lw, index, t.reading), &metav1.PartialObjectMetadata{}, index, nil
 }

@@ -13,11 +13,13 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/shardkeeper/shardkeeper/pkg/wire"
 )
 
 // The cost per object of what the watch of a mapped kind decodes and
 // keeps, for `go test -bench Decode ./pkg/mapped/`: the metadata-only watch
-// (protobuf PartialObjectMetadata), the spec watch (JSON into specObject),
+// (protobuf PartialObjectMetadata), the spec watch (JSON into wire.SpecObject),
 // and, for scale, a dynamic informer's unstructured decoding. "bench" is
 // the benchmark's object (bench/: a label, a 2 KB last-applied
 // annotation, an empty spec); "live" a HelmRelease as helmRelease renders
@@ -72,7 +74,7 @@ func benchmarkSpec(b *testing.B, data string) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		obj, _, err := specCodec{}.Decode(raw, nil, nil)
+		obj, _, err := wire.SpecCodec.Decode(raw, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,10 +94,10 @@ func benchmarkSpecEvent(b *testing.B, data string) {
 	b.ReportAllocs()
 	var ev metav1.WatchEvent
 	for b.Loop() {
-		if _, _, err := (specCodec{}).Decode(raw, nil, &ev); err != nil {
+		if _, _, err := wire.SpecCodec.Decode(raw, nil, &ev); err != nil {
 			b.Fatal(err)
 		}
-		obj, _, err := specCodec{}.Decode(ev.Object.Raw, nil, nil)
+		obj, _, err := wire.SpecCodec.Decode(ev.Object.Raw, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -143,14 +145,14 @@ func benchmarkRetained(b *testing.B, spec bool) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for i := range n {
-			o, _, err := specCodec{}.Decode([]byte(helmRelease(fmt.Sprintf("release-%05d", i), "s1", "s1")), nil, nil)
+			o, _, err := wire.SpecCodec.Decode([]byte(helmRelease(fmt.Sprintf("release-%05d", i), "s1", "s1")), nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			if spec {
 				err = specs.Update(o)
 			} else {
-				err = index.Update(o.(*specObject).partial())
+				err = index.Update(o.(*wire.SpecObject).Partial())
 			}
 			if err != nil {
 				b.Fatal(err)

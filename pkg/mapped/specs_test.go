@@ -1,8 +1,6 @@
 package mapped
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/pkg/crossref"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
+	"github.com/shardkeeper/shardkeeper/pkg/wire"
 )
 
 const fluxKey = "sharding.fluxcd.io/key"
@@ -26,76 +26,23 @@ var (
 		Label: source.FleetShardRefLabel, SpecLabels: "spec.labels"}
 )
 
-// helmRelease is a HelmRelease as the API server serves it, with what a
-// live one carries besides the fields read: managed fields, a last-applied
-// annotation, values and status.
-func helmRelease(name, shard, chartShard string) string {
-	chartLabels := ""
-	if chartShard != "" {
-		chartLabels = fmt.Sprintf(`"metadata":{"labels":{"team":"a",%q:%q}},`, fluxKey, chartShard)
-	}
-	return fmt.Sprintf(`{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease",
-"metadata":{"name":%q,"namespace":"apps","resourceVersion":"42","uid":"u","generation":3,
- "labels":{%q:%q,"app":"x"},
- "annotations":{"kubectl.kubernetes.io/last-applied-configuration":%q,"shardkeeper.io/assigned-shard":%q,"shardkeeper.io/weight":"3"},
- "finalizers":["finalizers.fluxcd.io"],
- "managedFields":[{"manager":"helm-controller","operation":"Update","apiVersion":"helm.toolkit.fluxcd.io/v2","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:conditions":{}}}}]},
-"spec":{"interval":"5m","chart":{%s"spec":{"chart":"podinfo","version":"6.x","sourceRef":{"kind":"HelmRepository","name":"repo","namespace":"flux-system"}}},
- "values":{"replicaCount":2,"resources":{"limits":{"memory":"256Mi"}},"ingress":{"enabled":true,"hosts":[{"host":"a.example"}]}}},
-"status":{"conditions":[{"type":"Ready","status":"True","reason":"InstallSucceeded","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}],
- "history":[{"chartName":"podinfo","chartVersion":"6.9.0","status":"deployed","version":1}]}}`,
-		name, fluxKey, shard, strings.Repeat("x", 2048), shard, chartLabels)
-}
+// helmRelease is a HelmRelease as the API server serves it.
+var helmRelease = testfixture.HelmReleaseJSON
 
-func decode(t *testing.T, data string) *specObject {
+func decode(t *testing.T, data string) *wire.SpecObject {
 	t.Helper()
-	obj, gvk, err := specCodec{}.Decode([]byte(data), nil, nil)
+	obj, gvk, err := wire.SpecCodec.Decode([]byte(data), nil, nil)
 	require.NoError(t, err)
-	o, ok := obj.(*specObject)
+	o, ok := obj.(*wire.SpecObject)
 	require.True(t, ok, "decoded as %T", obj)
 	assert.Equal(t, o.Kind, gvk.Kind)
 	return o
 }
 
-func TestSpecCodecKeepsOnlyWhatIsRead(t *testing.T) {
-	o := decode(t, helmRelease("web", "s3", "s2"))
-	assert.Equal(t, metav1.ObjectMeta{Name: "web", Namespace: "apps", ResourceVersion: "42",
-		Labels:      map[string]string{fluxKey: "s3", "app": "x"},
-		Annotations: map[string]string{AssignedShardAnnotation: "s3", weightAnnotation: "3"}}, o.ObjectMeta,
-		"the metadata the index reads, and no other annotation")
-	require.NotNil(t, o.Spec.Chart)
-	assert.Equal(t, map[string]string{"team": "a", fluxKey: "s2"}, o.Spec.Chart.Metadata.Labels)
-	assert.Equal(t, sourceRef{Kind: "HelmRepository", Name: "repo", Namespace: "flux-system"}, o.Spec.Chart.Spec.SourceRef)
-
-	list, _, err := specCodec{}.Decode([]byte(`{"kind":"HelmReleaseList","apiVersion":"helm.toolkit.fluxcd.io/v2","metadata":{"resourceVersion":"7"},"items":[`+
-		helmRelease("a", "s1", "")+`]}`), nil, nil)
-	require.NoError(t, err)
-	l, ok := list.(*specObjectList)
-	require.True(t, ok)
-	assert.Equal(t, "7", l.ResourceVersion)
-	require.Len(t, l.Items, 1)
-	assert.Equal(t, "a", l.Items[0].Name, "list items are filled too")
-
-	st, _, err := specCodec{}.Decode([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410}`), nil, nil)
-	require.NoError(t, err)
-	assert.Equal(t, metav1.StatusReasonExpired, st.(*metav1.Status).Reason)
-
-	var ev metav1.WatchEvent
-	_, _, err = specCodec{}.Decode([]byte(`{"type":"ADDED","object":`+helmRelease("a", "s1", "")+`}`), nil, &ev)
-	require.NoError(t, err)
-	assert.Equal(t, "ADDED", ev.Type)
-
-	bookmark := decode(t, `{"kind":"HelmRelease","apiVersion":"helm.toolkit.fluxcd.io/v2","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}`)
-	assert.Equal(t, "true", bookmark.Annotations[metav1.InitialEventsAnnotationKey], "the bookmark that ends a streamed list is seen")
-
-	require.Error(t, specCodec{}.Encode(o, nil), "the client only reads")
-	assert.Equal(t, o, o.DeepCopyObject())
-}
-
 func TestSpecIndex(t *testing.T) {
 	changes := 0
 	s := newSpecIndex(releases, newShardIndex("helmreleases", fluxKey, false, func() { changes++ }))
-	strip := func(o *specObject) any {
+	strip := func(o *wire.SpecObject) any {
 		st, err := s.strip(o)
 		require.NoError(t, err)
 		return st

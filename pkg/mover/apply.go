@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/plan"
@@ -67,8 +66,8 @@ func patch(o placement.Object, label, to string, now time.Time) map[string]any {
 		"resourceVersion": o.ResourceVersion,
 		"labels":          map[string]string{label: to},
 		"annotations": map[string]string{
-			mapped.AssignedShardAnnotation: to,
-			mapped.AssignedAtAnnotation:    now.UTC().Format(time.RFC3339),
+			placement.AssignedShardAnnotation: to,
+			placement.AssignedAtAnnotation:    now.UTC().Format(time.RFC3339),
 		},
 	}}
 }

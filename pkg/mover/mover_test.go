@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/shardkeeper/shardkeeper/pkg/balance"
-	"github.com/shardkeeper/shardkeeper/pkg/mapped"
 	"github.com/shardkeeper/shardkeeper/pkg/metrics"
 	"github.com/shardkeeper/shardkeeper/pkg/placement"
 	"github.com/shardkeeper/shardkeeper/pkg/shardconfig"
@@ -92,8 +91,8 @@ func TestPatch(t *testing.T) {
 		"resourceVersion": "42",
 		"labels":          map[string]any{"fleet.cattle.io/shard-ref": "shard-1"},
 		"annotations": map[string]any{
-			mapped.AssignedShardAnnotation: "shard-1",
-			mapped.AssignedAtAnnotation:    "2026-11-29T19:00:00Z",
+			placement.AssignedShardAnnotation: "shard-1",
+			placement.AssignedAtAnnotation:    "2026-11-29T19:00:00Z",
 		},
 	}}, got, "the label, placement's record, and the resourceVersion as precondition; nothing else")
 }
@@ -357,8 +356,8 @@ func (c *fakeCluster) Patch(_ context.Context, resource schema.GroupVersionResou
 		o.Shard, o.Labelled = v.(string), true
 	}
 	ann := meta["annotations"].(map[string]any)
-	o.AssignedShard = ann[mapped.AssignedShardAnnotation].(string)
-	o.AssignedAt, _ = time.Parse(time.RFC3339, ann[mapped.AssignedAtAnnotation].(string))
+	o.AssignedShard = ann[placement.AssignedShardAnnotation].(string)
+	o.AssignedAt, _ = time.Parse(time.RFC3339, ann[placement.AssignedAtAnnotation].(string))
 	rv, _ := strconv.Atoi(o.ResourceVersion)
 	o.ResourceVersion = strconv.Itoa(rv + 1)
 	c.objs[key] = o
@@ -469,8 +468,8 @@ func TestRoundRelabelsThePlannedMoves(t *testing.T) {
 			"resourceVersion": rvs[ref],
 			"labels":          map[string]any{source.FleetShardRefLabel: want[ref]},
 			"annotations": map[string]any{
-				mapped.AssignedShardAnnotation: want[ref],
-				mapped.AssignedAtAnnotation:    "2026-11-29T20:00:00Z",
+				placement.AssignedShardAnnotation: want[ref],
+				placement.AssignedAtAnnotation:    "2026-11-29T20:00:00Z",
 			},
 		}}, call.body, "%s: the label, placement's record and the resourceVersion precondition, nothing else", ref)
 	}

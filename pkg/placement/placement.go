@@ -131,3 +131,15 @@ type State struct {
 	// objects with no shard label, whose assignments are then paced.
 	Served bool
 }
+
+// Annotations that placement writes and reads. An object whose shard label
+// equals AssignedShardAnnotation was placed by shardkeeper; any other shard
+// label was set by a person and pins the object.
+const (
+	// AssignedShardAnnotation records the shard placement gave the object.
+	AssignedShardAnnotation = "shardkeeper.io/assigned-shard"
+	// AssignedAtAnnotation records when (RFC 3339), for the cool-down.
+	AssignedAtAnnotation = "shardkeeper.io/assigned-at"
+	// WeightAnnotation is the load an object adds to its shard (default 1).
+	WeightAnnotation = "shardkeeper.io/weight"
+)

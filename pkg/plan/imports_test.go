@@ -15,8 +15,9 @@ import (
 const module = "github.com/shardkeeper/shardkeeper/"
 
 // TestPackageGraph holds the package graph one-way: the decisions read
-// values, never the caches, the writers or the daemon, and the shard set and
-// the mover meet only through the types of pkg/placement. An edge back
+// values, never the caches, the writers or the daemon; the shard set and
+// the mover meet only through the types of pkg/placement; and the wire
+// reader knows nothing of what the objects it reads mean. An edge back
 // pulls client-go's informer machinery into the pure decisions, and lets a
 // change of one writer ripple into the other.
 func TestPackageGraph(t *testing.T) {
@@ -26,6 +27,9 @@ func TestPackageGraph(t *testing.T) {
 		module + "pkg/shardset":  {module + "pkg/mover", module + "pkg/mapped", module + "pkg/daemon"},
 		module + "pkg/mover":     {module + "pkg/shardset", module + "pkg/daemon"},
 		module + "pkg/placement": {module + "pkg/plan", module + "pkg/mapped", module + "pkg/mover", module + "pkg/shardset", "k8s.io/client-go"},
+		// How objects come off the wire knows nothing of what they mean.
+		module + "pkg/wire": {module + "pkg/mapped", module + "pkg/crossref", module + "pkg/source", module + "pkg/plan",
+			module + "pkg/shardset", module + "pkg/mover", module + "pkg/daemon"},
 	}
 	deps := goListDeps(t, slices.Sorted(maps.Keys(forbidden)))
 	for pkg, bad := range forbidden {

@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"bytes"
@@ -8,9 +8,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sjson "sigs.k8s.io/json"
+
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 )
 
-// skim reads the few fields of a JSON object that a specObject keeps and
+// skim reads the few fields of a JSON object that a SpecObject keeps and
 // skips the rest without decoding it. A reflective decoder scans every
 // byte of a value it does not keep (a 2 KB last-applied annotation, a
 // release's values) through its state machine; skim finds the end of a
@@ -216,12 +218,12 @@ func (s *skim) optStr() (*string, error) {
 }
 
 // skimObject reads data into o, as specCodec's reflective decoding would.
-func skimObject(data []byte, o *specObject) error {
+func skimObject(data []byte, o *SpecObject) error {
 	s := &skim{data: data}
-	return s.specObject(o)
+	return s.SpecObject(o)
 }
 
-func (s *skim) specObject(o *specObject) error {
+func (s *skim) SpecObject(o *SpecObject) error {
 	err := s.object(func(key string) error {
 		var err error
 		switch key {
@@ -242,7 +244,7 @@ func (s *skim) specObject(o *specObject) error {
 	return err
 }
 
-func (s *skim) meta(m *specMeta) error {
+func (s *skim) meta(m *SpecMeta) error {
 	return s.object(func(key string) error {
 		var err error
 		switch key {
@@ -265,15 +267,15 @@ func (s *skim) meta(m *specMeta) error {
 	})
 }
 
-func (s *skim) annotations(a *metaAnnotations) error {
+func (s *skim) annotations(a *MetaAnnotations) error {
 	return s.object(func(key string) error {
 		var err error
 		switch key {
-		case AssignedShardAnnotation:
+		case placement.AssignedShardAnnotation:
 			a.AssignedShard, err = s.optStr()
-		case AssignedAtAnnotation:
+		case placement.AssignedAtAnnotation:
 			a.AssignedAt, err = s.optStr()
-		case weightAnnotation:
+		case placement.WeightAnnotation:
 			a.Weight, err = s.optStr()
 		case metav1.InitialEventsAnnotationKey:
 			a.InitialEventsEnd, err = s.optStr()
@@ -296,7 +298,7 @@ func (s *skim) time() (*metav1.Time, error) {
 	return &metav1.Time{Time: t.Local()}, nil
 }
 
-func (s *skim) spec(f *specFields) error {
+func (s *skim) spec(f *SpecFields) error {
 	return s.object(func(key string) error {
 		var err error
 		switch key {
@@ -304,7 +306,7 @@ func (s *skim) spec(f *specFields) error {
 			if s.null() {
 				return nil
 			}
-			f.Chart = &chartTemplate{}
+			f.Chart = &ChartTemplate{}
 			err = s.chart(f.Chart)
 		case "chartRef":
 			f.ChartRef, err = s.optRef()
@@ -319,7 +321,7 @@ func (s *skim) spec(f *specFields) error {
 	})
 }
 
-func (s *skim) chart(c *chartTemplate) error {
+func (s *skim) chart(c *ChartTemplate) error {
 	return s.object(func(key string) error {
 		switch key {
 		case "metadata":
@@ -349,15 +351,15 @@ func (s *skim) chart(c *chartTemplate) error {
 	})
 }
 
-func (s *skim) optRef() (*sourceRef, error) {
+func (s *skim) optRef() (*SourceRef, error) {
 	if s.null() {
 		return nil, nil
 	}
-	r := &sourceRef{}
+	r := &SourceRef{}
 	return r, s.ref(r)
 }
 
-func (s *skim) ref(r *sourceRef) error {
+func (s *skim) ref(r *SourceRef) error {
 	return s.object(func(key string) error {
 		var err error
 		switch key {
@@ -375,7 +377,7 @@ func (s *skim) ref(r *sourceRef) error {
 }
 
 // skimList reads a list response into l.
-func skimList(data []byte, l *specObjectList) error {
+func skimList(data []byte, l *specList) error {
 	s := &skim{data: data}
 	return s.object(func(key string) error {
 		var err error
@@ -399,7 +401,7 @@ func skimList(data []byte, l *specObjectList) error {
 	})
 }
 
-func (s *skim) items(l *specObjectList) error {
+func (s *skim) items(l *specList) error {
 	if s.null() {
 		return nil
 	}
@@ -411,8 +413,8 @@ func (s *skim) items(l *specObjectList) error {
 		return nil
 	}
 	for {
-		l.Items = append(l.Items, specObject{})
-		if err := s.specObject(&l.Items[len(l.Items)-1]); err != nil {
+		l.Items = append(l.Items, SpecObject{})
+		if err := s.SpecObject(&l.Items[len(l.Items)-1]); err != nil {
 			return err
 		}
 		switch s.peek() {

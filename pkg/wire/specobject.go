@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"errors"
@@ -12,37 +12,39 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	sjson "sigs.k8s.io/json"
+
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 )
 
-// specObject is what is decoded of an object whose decisions read its spec:
+// SpecObject is what is decoded of an object whose decisions read its spec:
 // the metadata that the metadata-only watch would bring, and the few spec
 // fields that carry shard labels and references. Custom resources are
 // served as whole JSON objects only; decoding them into this type, rather
 // than into unstructured maps, skips every other field (values, status,
 // managed fields) without keeping any of it.
-type specObject struct {
+type SpecObject struct {
 	metav1.TypeMeta `json:",inline"`
 	// ObjectMeta is filled from Metadata once decoded, for the reflector
 	// and the index.
 	metav1.ObjectMeta `json:"-"`
-	Metadata          specMeta   `json:"metadata"`
-	Spec              specFields `json:"spec"`
+	Metadata          SpecMeta   `json:"metadata"`
+	Spec              SpecFields `json:"spec"`
 }
 
-// specMeta is the metadata that the index reads.
-type specMeta struct {
+// SpecMeta is the metadata that the index reads.
+type SpecMeta struct {
 	Name              string            `json:"name"`
 	Namespace         string            `json:"namespace"`
 	ResourceVersion   string            `json:"resourceVersion"`
 	Labels            map[string]string `json:"labels"`
-	Annotations       metaAnnotations   `json:"annotations"`
+	Annotations       MetaAnnotations   `json:"annotations"`
 	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
 }
 
-// metaAnnotations are the annotations that the index and the reflector
+// MetaAnnotations are the annotations that the index and the reflector
 // read; the others (a last-applied configuration, most of an object's
 // metadata) are skipped as they are decoded.
-type metaAnnotations struct {
+type MetaAnnotations struct {
 	AssignedShard *string `json:"shardkeeper.io/assigned-shard"`
 	AssignedAt    *string `json:"shardkeeper.io/assigned-at"`
 	Weight        *string `json:"shardkeeper.io/weight"`
@@ -50,10 +52,10 @@ type metaAnnotations struct {
 	InitialEventsEnd *string `json:"k8s.io/initial-events-end"`
 }
 
-func (a metaAnnotations) asMap() map[string]string {
+func (a MetaAnnotations) asMap() map[string]string {
 	out := map[string]string{}
-	for k, v := range map[string]*string{AssignedShardAnnotation: a.AssignedShard, AssignedAtAnnotation: a.AssignedAt,
-		weightAnnotation: a.Weight, metav1.InitialEventsAnnotationKey: a.InitialEventsEnd} {
+	for k, v := range map[string]*string{placement.AssignedShardAnnotation: a.AssignedShard, placement.AssignedAtAnnotation: a.AssignedAt,
+		placement.WeightAnnotation: a.Weight, metav1.InitialEventsAnnotationKey: a.InitialEventsEnd} {
 		if v != nil {
 			out[k] = *v
 		}
@@ -64,55 +66,55 @@ func (a metaAnnotations) asMap() map[string]string {
 	return out
 }
 
-// specFields are the spec fields of every kind that has them: a
+// SpecFields are the spec fields of every kind that has them: a
 // HelmRelease's chart template and chartRef, a HelmChart's sourceRef, a
 // HelmOp's labels.
-type specFields struct {
-	Chart     *chartTemplate    `json:"chart"`
-	ChartRef  *sourceRef        `json:"chartRef"`
-	SourceRef *sourceRef        `json:"sourceRef"`
+type SpecFields struct {
+	Chart     *ChartTemplate    `json:"chart"`
+	ChartRef  *SourceRef        `json:"chartRef"`
+	SourceRef *SourceRef        `json:"sourceRef"`
 	Labels    map[string]string `json:"labels"`
 }
 
-// chartTemplate is a HelmRelease's spec.chart.
-type chartTemplate struct {
+// ChartTemplate is a HelmRelease's spec.chart.
+type ChartTemplate struct {
 	Metadata *struct {
 		Labels map[string]string `json:"labels"`
 	} `json:"metadata"`
 	Spec struct {
-		SourceRef sourceRef `json:"sourceRef"`
+		SourceRef SourceRef `json:"sourceRef"`
 	} `json:"spec"`
 }
 
-// sourceRef is a Flux cross-object reference; Namespace is empty in a
+// SourceRef is a Flux cross-object reference; Namespace is empty in a
 // HelmChart's, which is always its own namespace's.
-type sourceRef struct {
+type SourceRef struct {
 	Kind      string `json:"kind"`
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 }
 
-// specObjectList is a list response.
-type specObjectList struct {
+// specList is a list response.
+type specList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata"`
-	Items           []specObject `json:"items"`
+	Items           []SpecObject `json:"items"`
 }
 
 // fill sets ObjectMeta from Metadata.
-func (o *specObject) fill() {
+func (o *SpecObject) fill() {
 	m := o.Metadata
 	o.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion,
 		Labels: m.Labels, Annotations: m.Annotations.asMap(), DeletionTimestamp: m.DeletionTimestamp}
 }
 
-// partial is the object as the metadata-only watch would bring it.
-func (o *specObject) partial() *metav1.PartialObjectMetadata {
+// Partial is the object as the metadata-only watch would bring it.
+func (o *SpecObject) Partial() *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
 }
 
 // DeepCopyObject implements runtime.Object.
-func (o *specObject) DeepCopyObject() runtime.Object {
+func (o *SpecObject) DeepCopyObject() runtime.Object {
 	c := *o
 	meta := o.ObjectMeta
 	c.ObjectMeta = *meta.DeepCopy()
@@ -139,16 +141,21 @@ func (o *specObject) DeepCopyObject() runtime.Object {
 }
 
 // DeepCopyObject implements runtime.Object.
-func (l *specObjectList) DeepCopyObject() runtime.Object {
+func (l *specList) DeepCopyObject() runtime.Object {
 	c := *l
-	c.Items = make([]specObject, len(l.Items))
+	c.Items = make([]SpecObject, len(l.Items))
 	for i := range l.Items {
-		c.Items[i] = *l.Items[i].DeepCopyObject().(*specObject)
+		c.Items[i] = *l.Items[i].DeepCopyObject().(*SpecObject)
 	}
 	return &c
 }
 
-// specCodec decodes the API server's JSON into specObject, specObjectList,
+// SpecCodec decodes the API server's JSON as the spec client does: an
+// object into *SpecObject, and lists, watch events and Statuses. The index's
+// tests and benchmarks decode through it.
+var SpecCodec runtime.Decoder = specCodec{}
+
+// specCodec decodes the API server's JSON into SpecObject, specList,
 // or whatever type it is asked for (a watch event, a Status). It encodes
 // nothing: its client only reads.
 type specCodec struct{}
@@ -167,16 +174,16 @@ func (specCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Ob
 		case kind == "Status":
 			into = &metav1.Status{}
 		case strings.HasSuffix(kind, "List"):
-			into = &specObjectList{}
+			into = &specList{}
 		default:
-			into = &specObject{}
+			into = &SpecObject{}
 		}
 	}
 	var err error
 	switch o := into.(type) {
-	case *specObject:
+	case *SpecObject:
 		err = skimObject(data, o)
-	case *specObjectList:
+	case *specList:
 		err = skimList(data, o)
 	case *metav1.WatchEvent:
 		err = skimEvent(data, o)
@@ -218,7 +225,7 @@ func (specSerializer) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersion
 	return d
 }
 
-// specClientFor returns a client that reads objects as specObject.
+// specClientFor returns a client that reads objects as SpecObject.
 func specClientFor(cfg *rest.Config) (*rest.RESTClient, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType = runtime.ContentTypeJSON

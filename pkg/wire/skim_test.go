@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"testing"
@@ -9,11 +9,11 @@ import (
 	sjson "sigs.k8s.io/json"
 )
 
-// reflective decodes data as the struct tags of specObject say, the
+// reflective decodes data as the struct tags of SpecObject say, the
 // reference that skim must agree with.
-func reflective(t *testing.T, data string) *specObject {
+func reflective(t *testing.T, data string) *SpecObject {
 	t.Helper()
-	o := &specObject{}
+	o := &SpecObject{}
 	require.NoError(t, sjson.UnmarshalCaseSensitivePreserveInts([]byte(data), o))
 	o.fill()
 	return o
@@ -35,7 +35,7 @@ func TestSkimAgreesWithReflectiveDecoding(t *testing.T) {
 		"empty":                  `{}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := &specObject{}
+			got := &SpecObject{}
 			require.NoError(t, skimObject([]byte(data), got))
 			assert.Equal(t, reflective(t, data), got)
 		})
@@ -47,7 +47,7 @@ func TestSkimRejectsMalformedJSON(t *testing.T) {
 		``, `[]`, `{"kind":"HelmRelease"`, `{"kind":"HelmRelease",}`, `{"kind" "x"}`, `{"metadata":{"name":"a}}`,
 		`{"spec":{"values":{"a":[1,2}}`, `{"metadata":{"labels":{"a":"b"]}}`,
 	} {
-		assert.Error(t, skimObject([]byte(data), &specObject{}), "%q", data)
+		assert.Error(t, skimObject([]byte(data), &SpecObject{}), "%q", data)
 	}
 }
 
@@ -61,7 +61,7 @@ func TestSkimEventAndList(t *testing.T) {
 	data[len(data)-5] = 'X'
 	assert.JSONEq(t, obj, string(ev.Object.Raw), "the raw object is a copy: the stream decoder reuses its buffer")
 
-	var l specObjectList
+	var l specList
 	require.NoError(t, skimList([]byte(`{"kind":"HelmReleaseList","metadata":{"resourceVersion":"5","continue":"c"},"items":[`+obj+`,`+obj+`]}`), &l))
 	assert.Equal(t, metav1.ListMeta{ResourceVersion: "5", Continue: "c"}, l.ListMeta)
 	require.Len(t, l.Items, 2)

@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 )
 
 // The metadata-only kinds are read as protobuf PartialObjectMetadata, as
@@ -68,7 +70,7 @@ var errNotSkimmed = errors.New("not a message the skimmer reads")
 // a streamed list.
 func keptAnnotation(k []byte) bool {
 	switch string(k) { // no allocation: the compiler compares the bytes
-	case AssignedShardAnnotation, AssignedAtAnnotation, weightAnnotation, metav1.InitialEventsAnnotationKey:
+	case placement.AssignedShardAnnotation, placement.AssignedAtAnnotation, placement.WeightAnnotation, metav1.InitialEventsAnnotationKey:
 		return true
 	}
 	return false

@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"context"
@@ -14,18 +14,19 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// syncingStore is a reflector's store that takes the initial state object
-// by object, as it arrives, and makes it its whole content at the next
-// Replace with an empty list.
-type syncingStore interface {
+// Store is a reflector's store that takes the initial state object by
+// object, as it arrives, and makes it its whole content at the next
+// Replace with an empty list. The objects are *metav1.PartialObjectMetadata,
+// or *SpecObject from a Clients.Spec ListerWatcher.
+type Store interface {
 	cache.ReflectorStore
-	// beginSync starts a new initial state, forgetting any other that
+	// BeginSync starts a new initial state, forgetting any other that
 	// was begun.
-	beginSync()
-	// syncObject adds obj, as it was decoded, to the initial state begun.
-	syncObject(obj runtime.Object) error
-	// dropSync forgets the initial state begun.
-	dropSync()
+	BeginSync()
+	// SyncObject adds obj, as it was decoded, to the initial state begun.
+	SyncObject(obj runtime.Object) error
+	// DropSync forgets the initial state begun.
+	DropSync()
 }
 
 // initialSync is a ListerWatcher whose List brings the initial state into
@@ -40,7 +41,7 @@ type syncingStore interface {
 // the time the start-up takes, and the memory limit must allow for it.
 type initialSync struct {
 	lw    cache.ListerWatcherWithContext
-	store syncingStore
+	store Store
 	// pageSize pages the list, where the API server does not stream.
 	pageSize int64
 	// pagesFirst lists in pages without asking for a stream (see
@@ -101,23 +102,23 @@ func (l *initialSync) ListWithContext(ctx context.Context, o metav1.ListOptions)
 	if o.Continue != "" {
 		return nil, errors.New("a continued list: the initial state was taken whole from the first call")
 	}
-	l.store.beginSync()
+	l.store.BeginSync()
 	var rv string
 	var err error
 	if l.pagesFirst {
 		rv, err = l.pages(ctx, o.ResourceVersion, l.streamAbove)
 	}
 	if !l.pagesFirst || errors.Is(err, errManyObjects) {
-		l.store.beginSync()
+		l.store.BeginSync()
 		rv, err = l.stream(ctx, o.ResourceVersion)
 		var status apierrors.APIStatus
 		if err != nil && errors.As(err, &status) && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
-			l.store.beginSync()
+			l.store.BeginSync()
 			rv, err = l.pages(ctx, o.ResourceVersion, 0)
 		}
 	}
 	if err != nil {
-		l.store.dropSync()
+		l.store.DropSync()
 		return nil, err
 	}
 	return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil
@@ -161,7 +162,7 @@ func (l *initialSync) stream(ctx context.Context, rv string) (string, error) {
 func (l *initialSync) event(ev watch.Event) (bool, string, error) {
 	switch ev.Type {
 	case watch.Added, watch.Modified:
-		if err := l.store.syncObject(ev.Object); err != nil {
+		if err := l.store.SyncObject(ev.Object); err != nil {
 			return false, "", err
 		}
 	case watch.Bookmark:
@@ -212,7 +213,7 @@ func (l *initialSync) pages(ctx context.Context, rv string, streamAbove int64) (
 				return "", errManyObjects
 			}
 		}
-		if err := meta.EachListItem(list, l.store.syncObject); err != nil {
+		if err := meta.EachListItem(list, l.store.SyncObject); err != nil {
 			return "", err
 		}
 		if m.GetContinue() == "" {
@@ -220,35 +221,4 @@ func (l *initialSync) pages(ctx context.Context, rv string, streamAbove int64) (
 		}
 		o = metav1.ListOptions{Limit: l.pageSize, Continue: m.GetContinue()}
 	}
-}
-
-// chunkLen is the length of a chunk of a streamed initial state.
-const chunkLen = 4096
-
-// chunks holds an initial state as it arrives, in chunks, so that growing
-// it never copies it.
-type chunks[T any] struct {
-	all [][]T
-	n   int
-}
-
-func (c *chunks[T]) add(v T) {
-	if len(c.all) == 0 || len(c.all[len(c.all)-1]) == chunkLen {
-		c.all = append(c.all, make([]T, 0, chunkLen))
-	}
-	last := &c.all[len(c.all)-1]
-	*last = append(*last, v)
-	c.n++
-}
-
-// drain calls f on each value in the order added, and lets go of each
-// chunk once it is done with it.
-func (c *chunks[T]) drain(f func(*T)) {
-	for i, chunk := range c.all {
-		for j := range chunk {
-			f(&chunk[j])
-		}
-		c.all[i] = nil
-	}
-	c.all, c.n = nil, 0
 }

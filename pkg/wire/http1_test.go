@@ -1,6 +1,6 @@
 //go:build linux
 
-package mapped
+package wire
 
 import (
 	"context"
@@ -60,10 +60,10 @@ func TestReadThroughSpeaksHTTP1(t *testing.T) {
 	get(t, plain)
 	require.Equal(t, []string{"HTTP/2.0"}, protos(), "the server offers HTTP/2 and a plain client takes it")
 
-	tr := New(nil, nil, nil, func() {})
-	require.NoError(t, tr.ReadThrough(cfg))
-	get(t, tr.metaClient)
-	get(t, tr.specClient)
+	c, err := NewClients(cfg)
+	require.NoError(t, err)
+	get(t, c.meta)
+	get(t, c.spec)
 	assert.Equal(t, []string{"HTTP/2.0", "HTTP/1.1", "HTTP/1.1"}, protos())
 	assert.Empty(t, cfg.NextProtos, "the caller's config is left as it was")
 }

@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"context"
@@ -117,15 +117,15 @@ func TestSpecListThroughPooledBuffer(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client, err := specClientFor(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
-	lw := specListWatch(client, releases.Resource)
+	lw := specListWatch(client, schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
 	obj, err := lw.ListWithContext(ctx, metav1.ListOptions{Limit: 500})
 	require.NoError(t, err)
-	list, ok := obj.(*specObjectList)
+	list, ok := obj.(*specList)
 	require.True(t, ok, "listed as %T", obj)
-	want := &specObjectList{}
+	want := &specList{}
 	require.NoError(t, skimList([]byte(body), want))
 	assert.Equal(t, want, list)
 	require.Len(t, list.Items, 2)

@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+
+	"github.com/shardkeeper/shardkeeper/pkg/placement"
 )
 
 // standardProtobuf is the protobuf serializer of client-go's metadata
@@ -46,9 +48,9 @@ func fullObject(name string) *metav1.PartialObjectMetadata {
 			Labels: map[string]string{"fleet.cattle.io/shard-ref": "s007", "app": "web", "team": ""},
 			Annotations: map[string]string{
 				"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 2048),
-				AssignedShardAnnotation:                            "s007",
-				AssignedAtAnnotation:                               "2026-12-01T10:00:00Z",
-				weightAnnotation:                                   "3",
+				placement.AssignedShardAnnotation:                  "s007",
+				placement.AssignedAtAnnotation:                     "2026-12-01T10:00:00Z",
+				placement.WeightAnnotation:                         "3",
 				"example.com/other":                                "dropped",
 			},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "o", UID: "u", Controller: &controller}},

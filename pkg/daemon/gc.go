@@ -1,10 +1,12 @@
-package mapped
+package daemon
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -140,19 +142,45 @@ func lowerGC() (restore, stop func()) {
 	return func() { once.Do(p.start) }, p.stop
 }
 
-// endStartupGC ends the start-up's target once every kind has synced; it
-// is called on every change until then.
-func (t *Tracker) endStartupGC() {
-	if t.gcRestored.Load() || !t.Synced() {
-		return
-	}
-	t.stopStartupGC()
+// startupGC holds the collector at startupGCPercent while the mapped
+// objects' initial state comes in, and paces it from the live heap once
+// every kind has synced or startupGCLimit has passed, whichever is first.
+// It is the daemon's, not the caches': the target is the whole process's.
+type startupGC struct {
+	synced func() bool
+	// after runs f once d has passed: time.AfterFunc, replaced in tests.
+	after   func(d time.Duration, f func())
+	restore func()
+	over    atomic.Bool
 }
 
-// stopStartupGC ends the start-up's target, at once, and marks it done, so
-// that no later change asks whether every kind has synced.
-func (t *Tracker) stopStartupGC() {
-	if t.gcRestored.CompareAndSwap(false, true) {
-		t.restoreGC()
+func newStartupGC(synced func() bool) *startupGC {
+	return &startupGC{synced: synced, restore: func() {},
+		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
+}
+
+// start lowers the target until the start-up is over, and sets the
+// process's own back for good when ctx ends. Call it before the caches
+// start, so that no change comes before.
+func (g *startupGC) start(ctx context.Context) {
+	restore, stop := lowerGC()
+	g.restore = restore
+	context.AfterFunc(ctx, stop)
+	g.after(startupGCLimit, g.end)
+}
+
+// changed ends the start-up once every kind has synced; the caches call it
+// on every change, and once the start-up is over it asks nothing.
+func (g *startupGC) changed() {
+	if g.over.Load() || !g.synced() {
+		return
+	}
+	g.end()
+}
+
+// end ends the start-up's target, at once, and marks it over.
+func (g *startupGC) end() {
+	if g.over.CompareAndSwap(false, true) {
+		g.restore()
 	}
 }

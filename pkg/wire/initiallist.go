@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/version"
 	apiversion "k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
 )
 
 // InitialList is how the initial state of each mapped kind is read.
@@ -17,7 +18,7 @@ const (
 	// of more than autoStreamAbove objects, and every kind on an older
 	// API server.
 	InitialListAuto InitialList = "auto"
-	// InitialListPages reads a paged list, listPageSize objects a page.
+	// InitialListPages reads a paged list, ListPageSize objects a page.
 	InitialListPages InitialList = "pages"
 	// InitialListStream reads a watch with sendInitialEvents, falling back
 	// to pages where the API server refuses one (before 1.32).
@@ -32,6 +33,12 @@ func ParseInitialList(s string) (InitialList, error) {
 	}
 	return "", fmt.Errorf("initial list %q: want auto, pages or stream", s)
 }
+
+// ListPageSize pages the initial state where it is listed (see
+// readsPages) or the API server cannot stream it as a watch (before
+// 1.32); each page is stripped before the next is asked for
+// (initialSync).
+const ListPageSize = 500
 
 // pagesFromCacheSince is the first release whose API server serves a
 // paged list's later pages from the snapshots of its watch cache
@@ -92,31 +99,43 @@ func trimPlus(minor string) string {
 	return minor
 }
 
-// SetInitialList sets how the initial state of each kind is read; the
-// default is InitialListAuto. Call it before Start.
-func (t *Tracker) SetInitialList(mode InitialList) { t.initialList = mode }
+// Reading is how the initial state of every kind is read, as Decide
+// settled it.
+type Reading struct {
+	// Pages lists the initial state in pages of ListPageSize; without it,
+	// the state streams as a watch.
+	Pages bool
+	// StreamAbove, with Pages, streams instead a kind whose first page
+	// says that more than StreamAbove objects remain.
+	StreamAbove int64
+	// PageSize, when set, replaces ListPageSize: the tests read a few
+	// objects in several pages.
+	PageSize int64
+}
 
-// decideInitialList settles InitialListAuto against the API server's
-// version; it runs once, when the first kind starts, so that a daemon
-// with no mapped kind served never asks. A version that cannot be had
-// leaves the stream, which every server from 1.32 serves from its cache.
-func (t *Tracker) decideInitialList() {
+// Decide settles mode against the API server's version, which it asks of
+// disc only for InitialListAuto: call it when the first kind starts, so
+// that a daemon with no mapped kind served never asks. A version that
+// cannot be had leaves the stream, which every server from 1.32 serves from
+// its cache.
+func Decide(mode InitialList, disc discovery.ServerVersionInterface) Reading {
 	var server *apiversion.Info
-	if t.initialList == InitialListAuto || t.initialList == "" {
-		v, err := t.discovery.ServerVersion()
+	if mode == InitialListAuto || mode == "" {
+		v, err := disc.ServerVersion()
 		if err != nil {
 			logrus.WithError(err).Warn("reading the API server's version; the mapped objects' initial state is streamed")
 		}
 		server = v
 	}
-	t.pages = readsPages(t.initialList, server)
+	r := Reading{Pages: readsPages(mode, server)}
 	how := "streamed"
-	if t.pages {
-		how = fmt.Sprintf("listed in pages of %d", listPageSize)
-		if t.initialList != InitialListPages {
-			t.streamAbove = autoStreamAbove
+	if r.Pages {
+		how = fmt.Sprintf("listed in pages of %d", ListPageSize)
+		if mode != InitialListPages {
+			r.StreamAbove = autoStreamAbove
 			how += fmt.Sprintf(", and streamed for a kind of more than %d objects", autoStreamAbove)
 		}
 	}
-	logrus.WithField("initialList", string(t.initialList)).Infof("the mapped objects' initial state is %s", how)
+	logrus.WithField("initialList", string(mode)).Infof("the mapped objects' initial state is %s", how)
+	return r
 }

@@ -1,4 +1,4 @@
-package mapped
+package daemon
 
 import (
 	"runtime"
@@ -108,15 +108,38 @@ func waitForSet(t *testing.T, set <-chan int) int {
 // The time limit ends the lower target for good: a kind that never syncs
 // must not leave every later change asking whether all kinds have synced.
 func TestStartupGCTimeLimitEndsIt(t *testing.T) {
-	restores := 0
-	tr := &Tracker{restoreGC: func() { restores++ }, kinds: []*kind{{pending: true}}}
-	tr.endStartupGC()
+	restores, asked := 0, 0
+	var limit func()
+	g := newStartupGC(func() bool { asked++; return false })
+	g.after = func(d time.Duration, f func()) {
+		assert.Equal(t, startupGCLimit, d)
+		limit = f
+	}
+	g.start(t.Context())
+	g.restore = func() { restores++ }
+	g.changed()
 	assert.Zero(t, restores, "an unsynced kind keeps the start-up target")
+	require.NotNil(t, limit, "the limit is set at start")
 
-	tr.stopStartupGC() // what the timer calls
+	limit()
 	assert.Equal(t, 1, restores)
-	assert.True(t, tr.gcRestored.Load(), "the limit marks the start-up as over")
-	tr.endStartupGC()
-	tr.stopStartupGC()
+	g.changed()
+	limit()
 	assert.Equal(t, 1, restores, "the target is set back once")
+	assert.Equal(t, 1, asked, "once over, no change asks whether every kind has synced")
+}
+
+// Once every kind has synced, the next change ends the start-up.
+func TestStartupGCEndsWhenSynced(t *testing.T) {
+	restores, synced := 0, false
+	g := newStartupGC(func() bool { return synced })
+	g.after = func(time.Duration, func()) {}
+	g.start(t.Context())
+	g.restore = func() { restores++ }
+	g.changed()
+	assert.Zero(t, restores)
+	synced = true
+	g.changed()
+	g.changed()
+	assert.Equal(t, 1, restores)
 }

@@ -1,4 +1,4 @@
-package mapped
+package wire
 
 import (
 	"bytes"
