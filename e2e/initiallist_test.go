@@ -21,11 +21,14 @@ import (
 // TestInitialStateEitherWay: the objects that exist before the daemon
 // starts are counted, and a HelmRelease's spec read, whether their initial
 // state is listed in pages (the default on this API server, 1.34 or
-// later) or streamed by a watch with sendInitialEvents (before 1.34).
+// later) or streamed by a watch with sendInitialEvents (before 1.34), or
+// read by client-go's own clients and reflector (--mapped-reader=stock);
+// and so is an object made after the start.
 func TestInitialStateEitherWay(t *testing.T) {
-	for mode, logged := range map[string]string{
-		"pages":  "the mapped objects' initial state is listed in pages of 500",
-		"stream": "the mapped objects' initial state is streamed",
+	for mode, tc := range map[string]struct{ arg, logged string }{
+		"pages":  {"--initial-list=pages", "the mapped objects' initial state is listed in pages of 500"},
+		"stream": {"--initial-list=stream", "the mapped objects' initial state is streamed"},
+		"stock":  {"--mapped-reader=stock", "the mapped objects are read by client-go's own clients and reflector"},
 	} {
 		t.Run(mode, func(t *testing.T) {
 			s := newScenario(t, "initial-"+mode, true)
@@ -47,17 +50,22 @@ func TestInitialStateEitherWay(t *testing.T) {
 			_, err := dyn.Resource(helmReleases).Namespace(s.fleetNS).Create(s.ctx, hr, metav1.CreateOptions{})
 			require.NoError(t, err)
 
-			s.start("--initial-list=" + mode)
+			s.start(tc.arg)
 			s.waitShards(shard)
-			want := map[string]int{"gitrepos": 3, "helmreleases": 2}
-			eventually(t, time.Minute, "the status counts the objects made before the start", func() error {
-				for _, sh := range s.status().Shards {
-					if sh.ID == shard && maps.Equal(sh.Mapped, want) {
-						return nil
+			counted := func(what string, want map[string]int) {
+				t.Helper()
+				eventually(t, time.Minute, what, func() error {
+					for _, sh := range s.status().Shards {
+						if sh.ID == shard && maps.Equal(sh.Mapped, want) {
+							return nil
+						}
 					}
-				}
-				return fmt.Errorf("shards %+v", s.status().Shards)
-			})
+					return fmt.Errorf("shards %+v", s.status().Shards)
+				})
+			}
+			counted("the status counts the objects made before the start", map[string]int{"gitrepos": 3, "helmreleases": 2})
+			s.object(gitRepos, "after", fleetLabel, shard)
+			counted("the status counts an object made after the start", map[string]int{"gitrepos": 4, "helmreleases": 2})
 			named := "helmreleases " + s.fleetNS + "/podinfo"
 			eventually(t, time.Minute, "the status names the release", func() error {
 				c := s.status().Warnings.CrossShard
@@ -68,7 +76,7 @@ func TestInitialStateEitherWay(t *testing.T) {
 			})
 			log, err := os.ReadFile(s.daemon.log)
 			require.NoError(t, err)
-			require.Contains(t, string(log), logged, "the daemon says how it read them")
+			require.Contains(t, string(log), tc.logged, "the daemon says how it read them")
 		})
 	}
 }

@@ -198,8 +198,12 @@ func (d *Daemon) track(cfg *rest.Config, meta metadata.Interface, disc discovery
 	d.tracker.SetInitialList(d.opts.initialList)
 	d.gc = newStartupGC(d.tracker.Synced)
 	// The kinds that derive objects or refer to sources are read whole, for
-	// the cross-shard warnings; the others metadata-only, skimmed.
-	if err := d.tracker.ReadThrough(cfg); err != nil {
+	// the cross-shard warnings; the others metadata-only.
+	read := d.tracker.ReadThrough
+	if d.opts.mappedReader == readerStock {
+		read = d.tracker.ReadStock
+	}
+	if err := read(cfg); err != nil {
 		return fmt.Errorf("mapped objects: %w", err)
 	}
 	return nil

@@ -58,7 +58,7 @@ func daemonWithCaches() *Daemon {
 	return &Daemon{
 		opts:    &Options{cacheSyncTimeout: 100 * time.Millisecond},
 		tracker: mapped.New(nil, nil, nil, func() {}),
-		gc:      newStartupGC(func() bool { return false }),
+		gc:      quietGC(),
 		factories: map[string]controller.SharedControllerFactory{
 			"cattle-fleet-system": fakeFactory{caches: fakeCaches{synced: map[schema.GroupVersionKind]bool{deployments: false, services: true}}},
 			"flux-system":         fakeFactory{caches: fakeCaches{synced: map[schema.GroupVersionKind]bool{deployments: true}}},
@@ -89,4 +89,11 @@ func TestShutdownWhileCachesSyncIsNoFailure(t *testing.T) {
 
 	require.NoError(t, d.start(ctx))
 	assert.False(t, d.synced.Load())
+}
+
+// quietGC is a startupGC that leaves the test binary's collector alone.
+func quietGC() *startupGC {
+	g := newStartupGC(func() bool { return false })
+	g.lower = func() (func(), func()) { return func() {}, func() {} }
+	return g
 }

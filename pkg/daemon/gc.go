@@ -148,14 +148,17 @@ func lowerGC() (restore, stop func()) {
 // It is the daemon's, not the caches': the target is the whole process's.
 type startupGC struct {
 	synced func() bool
-	// after runs f once d has passed: time.AfterFunc, replaced in tests.
+	// lower is lowerGC, and after runs f once d has passed
+	// (time.AfterFunc): both replaced in tests, since the target is the
+	// whole test binary's.
+	lower   func() (restore, stop func())
 	after   func(d time.Duration, f func())
 	restore func()
 	over    atomic.Bool
 }
 
 func newStartupGC(synced func() bool) *startupGC {
-	return &startupGC{synced: synced, restore: func() {},
+	return &startupGC{synced: synced, restore: func() {}, lower: lowerGC,
 		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
 }
 
@@ -163,7 +166,7 @@ func newStartupGC(synced func() bool) *startupGC {
 // process's own back for good when ctx ends. Call it before the caches
 // start, so that no change comes before.
 func (g *startupGC) start(ctx context.Context) {
-	restore, stop := lowerGC()
+	restore, stop := g.lower()
 	g.restore = restore
 	context.AfterFunc(ctx, stop)
 	g.after(startupGCLimit, g.end)

@@ -105,41 +105,43 @@ func waitForSet(t *testing.T, set <-chan int) int {
 	return 0
 }
 
+// fakeStartupGC is a startupGC that counts its restores and leaves the
+// process's target alone; limit is what its time limit would call.
+func fakeStartupGC(synced func() bool) (g *startupGC, restores *int, limit *func()) {
+	restores, limit = new(int), new(func())
+	g = newStartupGC(synced)
+	g.lower = func() (func(), func()) { return func() { *restores++ }, func() {} }
+	g.after = func(_ time.Duration, f func()) { *limit = f }
+	return g, restores, limit
+}
+
 // The time limit ends the lower target for good: a kind that never syncs
 // must not leave every later change asking whether all kinds have synced.
 func TestStartupGCTimeLimitEndsIt(t *testing.T) {
-	restores, asked := 0, 0
-	var limit func()
-	g := newStartupGC(func() bool { asked++; return false })
-	g.after = func(d time.Duration, f func()) {
-		assert.Equal(t, startupGCLimit, d)
-		limit = f
-	}
+	asked := 0
+	g, restores, limit := fakeStartupGC(func() bool { asked++; return false })
 	g.start(t.Context())
-	g.restore = func() { restores++ }
 	g.changed()
-	assert.Zero(t, restores, "an unsynced kind keeps the start-up target")
-	require.NotNil(t, limit, "the limit is set at start")
+	assert.Zero(t, *restores, "an unsynced kind keeps the start-up target")
+	require.NotNil(t, *limit, "the limit is set at start")
 
-	limit()
-	assert.Equal(t, 1, restores)
+	(*limit)()
+	assert.Equal(t, 1, *restores)
 	g.changed()
-	limit()
-	assert.Equal(t, 1, restores, "the target is set back once")
+	(*limit)()
+	assert.Equal(t, 1, *restores, "the target is set back once")
 	assert.Equal(t, 1, asked, "once over, no change asks whether every kind has synced")
 }
 
 // Once every kind has synced, the next change ends the start-up.
 func TestStartupGCEndsWhenSynced(t *testing.T) {
-	restores, synced := 0, false
-	g := newStartupGC(func() bool { return synced })
-	g.after = func(time.Duration, func()) {}
+	synced := false
+	g, restores, _ := fakeStartupGC(func() bool { return synced })
 	g.start(t.Context())
-	g.restore = func() { restores++ }
 	g.changed()
-	assert.Zero(t, restores)
+	assert.Zero(t, *restores)
 	synced = true
 	g.changed()
 	g.changed()
-	assert.Equal(t, 1, restores)
+	assert.Equal(t, 1, *restores)
 }

@@ -34,3 +34,27 @@ func TestInitialListFlag(t *testing.T) {
 		assert.Equal(t, tc.want, o.initialList, "%v", tc.args)
 	}
 }
+
+func TestMappedReaderFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+		err  string
+	}{
+		{nil, readerSkim, ""},
+		{[]string{"--mapped-reader=stock"}, readerStock, ""},
+		{[]string{"--mapped-reader=json"}, "", `--mapped-reader "json": want skim or stock`},
+	} {
+		o := &Options{}
+		fs := flag.NewFlagSet("shardkeeper", flag.ContinueOnError)
+		o.AddFlags(fs)
+		require.NoError(t, fs.Parse(tc.args))
+		err := o.Complete()
+		if tc.err != "" {
+			require.EqualError(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err, "%v", tc.args)
+		assert.Equal(t, tc.want, o.mappedReader, "%v", tc.args)
+	}
+}

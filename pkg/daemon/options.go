@@ -48,6 +48,7 @@ type Options struct {
 	burst                    int
 	compression              bool
 	initialListFlag          string
+	mappedReader             string
 	logLevel, logFormat      string
 	leaderElect              bool
 	leaderNamespace          string
@@ -66,6 +67,12 @@ type Options struct {
 	// initialList is --initial-list, parsed by Complete.
 	initialList wire.InitialList
 }
+
+// The values of --mapped-reader.
+const (
+	readerSkim  = "skim"
+	readerStock = "stock"
+)
 
 // listFlag is a repeatable flag.
 type listFlag []string
@@ -90,6 +97,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client requests per second to the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 300, "client request burst to the API server")
 	fs.BoolVar(&o.compression, "kube-api-compression", false, "accept gzip-compressed responses from the API server (large LISTs and, from Kubernetes 1.37, every event of a watch that streams its initial list); off, neither side spends CPU on compression, which next to the API server costs more than it saves")
+	fs.StringVar(&o.mappedReader, "mapped-reader", readerSkim, "how the mapped objects are decoded: skim, the daemon's own readers of the few fields it keeps, or stock, client-go's metadata and dynamic clients and its reflector (more memory and CPU at many objects; --initial-list does not apply)")
 	fs.StringVar(&o.initialListFlag, "initial-list", string(wire.InitialListAuto), "how the mapped objects are read at start: pages (a paged list, 500 objects a page), stream (a watch that sends the initial state, falling back to pages before Kubernetes 1.32), or auto: pages from Kubernetes 1.34, whose API server serves every page from its watch cache, but stream for a kind of more than 50,000 objects and on older API servers")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -124,6 +132,9 @@ func (o *Options) Complete() error {
 		return fmt.Errorf("--initial-list: %w", err)
 	}
 	o.initialList = initialList
+	if o.mappedReader != readerSkim && o.mappedReader != readerStock {
+		return fmt.Errorf("--mapped-reader %q: want %s or %s", o.mappedReader, readerSkim, readerStock)
+	}
 	set, err := source.Build(source.Options{
 		Presets:         strings.Split(o.presets, ","),
 		FleetNamespace:  o.fleetNamespace,

@@ -45,9 +45,12 @@ type Tracker struct {
 	onChange  func()
 	kinds     []*kind
 	crdSynced []cache.InformerSynced
-	// wire, when set, reads the objects (see ReadThrough); without it
-	// every kind is read through client, as metadata.
-	wire *wire.Clients
+	// reader, when set, reads the objects (ReadThrough, ReadStock);
+	// without it every kind is read through client, as metadata. stock:
+	// the reader is wire.Stock, whose initial state client-go's reflector
+	// reads its own way.
+	reader wire.Reader
+	stock  bool
 	// after runs f once d has passed: time.AfterFunc, replaced in tests so
 	// that retries need no sleeping.
 	after func(d time.Duration, f func())

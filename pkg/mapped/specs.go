@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/shardkeeper/shardkeeper/pkg/crossref"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/wire"
@@ -465,7 +467,19 @@ func (t *Tracker) ReadThrough(cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("reading through: %w", err)
 	}
-	t.wire = c
+	t.reader = c
+	return nil
+}
+
+// ReadStock makes the Tracker read through cfg with client-go's own
+// clients and reflector (wire.Stock). Call it before Start.
+func (t *Tracker) ReadStock(cfg *rest.Config) error {
+	s, err := wire.NewStock(cfg)
+	if err != nil {
+		return fmt.Errorf("reading through client-go: %w", err)
+	}
+	t.reader, t.stock = s, true
+	logrus.Info("the mapped objects are read by client-go's own clients and reflector (--mapped-reader=stock)")
 	return nil
 }
 
@@ -477,16 +491,15 @@ func (t *Tracker) SetInitialList(mode wire.InitialList) { t.initialList = mode }
 // for a kind whose spec the decisions read, as wire.SpecObject into a
 // specIndex around index, which it returns too. Either way the initial
 // state goes into the store as it arrives, a page or an object at a time
-// (wire.InitialSync).
+// (wire.InitialSync), unless the reader is the stock one.
 func (t *Tracker) watchOf(k source.MappedKind, index *shardIndex) (cache.ListerWatcher, runtime.Object, cache.ReflectorStore, *specIndex) {
-	t.decided.Do(func() { t.reading = wire.Decide(t.initialList, t.discovery) })
-	if t.wire != nil && readsSpec(k) {
+	if t.reader != nil && readsSpec(k) {
 		specs := newSpecIndex(k, index)
-		return wire.InitialSync(t.wire.Spec(k.Resource), specs, t.reading), &wire.SpecObject{}, specs, specs
+		return t.initial(t.reader.Spec(k.Resource), specs), &wire.SpecObject{}, specs, specs
 	}
-	var lw cache.ListerWatcherWithContext
-	if t.wire != nil {
-		lw = t.wire.Meta(k.Resource)
+	var lw wire.ListerWatcher
+	if t.reader != nil {
+		lw = t.reader.Meta(k.Resource)
 	} else {
 		client := t.client.Resource(k.Resource)
 		lw = &cache.ListWatch{
@@ -498,5 +511,15 @@ func (t *Tracker) watchOf(k source.MappedKind, index *shardIndex) (cache.ListerW
 			},
 		}
 	}
-	return wire.InitialSync(lw, index, t.reading), &metav1.PartialObjectMetadata{}, index, nil
+	return t.initial(lw, index), &metav1.PartialObjectMetadata{}, index, nil
+}
+
+// initial wraps lw in wire.InitialSync, as decided once for every kind; the
+// stock reader's lw goes to the reflector as it is.
+func (t *Tracker) initial(lw wire.ListerWatcher, store wire.Store) cache.ListerWatcher {
+	if t.stock {
+		return lw
+	}
+	t.decided.Do(func() { t.reading = wire.Decide(t.initialList, t.discovery) })
+	return wire.InitialSync(lw, store, t.reading)
 }

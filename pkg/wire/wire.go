@@ -26,6 +26,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
+// Reader lists and watches the mapped objects as the index takes them:
+// *metav1.PartialObjectMetadata from Meta, *SpecObject from Spec. Clients
+// and Stock are the two.
+type Reader interface {
+	Meta(gvr schema.GroupVersionResource) ListerWatcher
+	Spec(gvr schema.GroupVersionResource) ListerWatcher
+}
+
 // Clients read the mapped objects through one rest.Config, over HTTP/1.1
 // (see http1): the spec of the kinds whose objects derive others or refer
 // to sources, and the metadata of the others, each with its skimmer.
@@ -49,12 +57,12 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 }
 
 // Meta lists and watches gvr's objects as *metav1.PartialObjectMetadata.
-func (c *Clients) Meta(gvr schema.GroupVersionResource) cache.ListerWatcherWithContext {
+func (c *Clients) Meta(gvr schema.GroupVersionResource) ListerWatcher {
 	return metaListWatch(c.meta, gvr)
 }
 
 // Spec lists and watches gvr's objects as *SpecObject.
-func (c *Clients) Spec(gvr schema.GroupVersionResource) cache.ListerWatcherWithContext {
+func (c *Clients) Spec(gvr schema.GroupVersionResource) ListerWatcher {
 	return specListWatch(c.spec, gvr)
 }
 
