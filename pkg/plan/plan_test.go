@@ -69,11 +69,16 @@ func (w *world) config(shards string, force string) shardconfig.Config {
 // decide decides with a render cache kept across the world's decisions,
 // as the daemon does.
 func (w *world) decide(shards, force string) (Plan, error) {
+	return w.decideConfig(w.config(shards, force))
+}
+
+// decideConfig decides cfg as decide does.
+func (w *world) decideConfig(cfg shardconfig.Config) (Plan, error) {
 	if w.renders == nil {
 		w.renders = render.NewCache()
 	}
 	defer w.renders.Sweep()
-	return Decide(Input{Config: w.config(shards, force), Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: w.mapped,
+	return Decide(Input{Config: cfg, Sources: w.sources, Deployments: w.deps, Services: w.svcs, Mapped: w.mapped,
 		ConfigMap: types.NamespacedName{Namespace: ns, Name: "shardkeeper"}, Renders: w.renders, LiveMapped: w.live})
 }
 

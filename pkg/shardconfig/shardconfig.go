@@ -11,6 +11,7 @@
 package shardconfig
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -228,11 +229,22 @@ type rawItem struct {
 	shard Shard
 }
 
+// UnmarshalJSON takes only a string as an ID. The YAML has been turned into
+// JSON by then, with YAML 1.1's reading of plain scalars: left to the
+// decoder, "- 010" would name shard "8" and "- yes" shard "true", while the
+// plain list, the chart and the UI read "010" and "yes".
 func (r *rawItem) UnmarshalJSON(b []byte) error {
 	var id string
-	if err := yaml.Unmarshal(b, &id); err == nil {
+	if err := json.Unmarshal(b, &id); err == nil {
 		r.shard = Shard{ID: id}
 		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return fmt.Errorf("%s is neither a shard ID nor a shard object: write IDs as strings, quoted where YAML would read a number or a boolean", b)
+	}
+	if v, ok := fields["id"]; ok && json.Unmarshal(v, &id) != nil {
+		return fmt.Errorf("id %s is not a string: quote it where YAML would read a number or a boolean", v)
 	}
 	return yaml.UnmarshalStrict(b, &r.shard)
 }

@@ -86,6 +86,15 @@ func TestParseShardsRejects(t *testing.T) {
 			{"bad yaml", "- [a\n"},
 			{"wrong type replicas", "- id: a\n  replicas: many\n"},
 		}},
+		// YAML 1.1 reads these as a number or a boolean, which the plain
+		// list, the chart and the UI read as the text written.
+		{"write IDs as strings", []input{
+			{"number", "- 1\n"},
+			{"octal", "- 010\n"},
+			{"boolean", "- yes\n"},
+			{"flow numbers", "[1, 2]"},
+		}},
+		{"id 1 is not a string", []input{{"number as id", "- id: 1\n"}}},
 		{"unknown field", []input{
 			{"unknown field", "- id: a\n  colour: red\n"},
 			{"forbidden image", "- id: a\n  image: evil:latest\n"},

@@ -34,12 +34,35 @@ function loadList(trimmed: string): unknown[] {
   return raw;
 }
 
+function isMap(v: unknown): v is Record<string, unknown> {
+  return !!v && typeof v === 'object' && !Array.isArray(v);
+}
+
+// The daemon's YAML reader resolves YAML 1.1's merge key ("<<: *base"); the
+// core schema leaves it a key like any other. A key of the item itself
+// wins over a merged one, and an earlier merged map over a later one.
+function resolveMerge(item: Record<string, unknown>): Record<string, unknown> {
+  const from = item['<<'];
+
+  if (from === undefined) {
+    return item;
+  }
+  const maps = (Array.isArray(from) ? from : [from]).filter(isMap).map(resolveMerge);
+  const out: Record<string, unknown> = Object.assign({}, ...maps.reverse(), item);
+
+  delete out['<<'];
+
+  return out;
+}
+
 function itemID(item: unknown): string {
   if (typeof item === 'string') {
     return item;
   }
-  if (item && typeof item === 'object' && typeof (item as { id?: unknown }).id === 'string') {
-    return (item as { id: string }).id;
+  if (isMap(item)) {
+    const id = resolveMerge(item).id;
+
+    return typeof id === 'string' ? id : '';
   }
 
   return '';
