@@ -86,9 +86,6 @@ func render(w io.Writer, name string, r *results) error {
 		"gcCPU": func(s []step) []time.Duration {
 			return project(traced(s), func(s step) time.Duration { return s.GC.CPU })
 		},
-		"besideGC": func(s []step) []time.Duration {
-			return project(traced(s), func(s step) time.Duration { return s.CPU - s.GC.CPU })
-		},
 		"rss":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.RSS }) },
 		"hwm":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.HWM }) },
 		"join":    strings.Join,
