@@ -13,11 +13,11 @@ import (
 	"time"
 )
 
-// The convergence part runs the daemon and the ideal controller with the Go
-// runtime's collection trace on (GODEBUG=gctrace=1), so that the garbage
-// collections which started during a change are counted beside its CPU:
-// both controllers collect in most changes, and a ratio of their CPU says
-// nothing of why without it. The time the trace gives a collection is not
+// The convergence part runs the daemon, the ideal controller and the
+// informer reference with the Go runtime's collection trace on
+// (GODEBUG=gctrace=1), so that the garbage collections which started during
+// a change are counted beside its CPU: every controller collects in most
+// changes, and a ratio of their CPU says nothing of why without it. The time the trace gives a collection is not
 // CPU time, so it is never subtracted from the process's: the runtime
 // counts a stop-the-world phase as its wall time times the Ps it stopped,
 // and mark work as the wall time a worker or an assist held a P, whether

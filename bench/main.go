@@ -4,8 +4,10 @@
 // measured in the same run, to a Markdown file:
 //
 //   - convergence: from the ConfigMap patch that adds (removes) shards to the
-//     watch event of the last shard Deployment created (deleted), beside a
-//     bare client-go program writing as many Deployments in parallel;
+//     watch event of the last shard Deployment created (deleted), beside the
+//     ideal controller (bench/ideal) and a bare client-go program writing
+//     as many Deployments in parallel, and the CPU of the change beside the
+//     informer reference (bench/ideal --informer);
 //   - memory: the daemon's RSS with 0 to 100,000 mapped objects, beside a
 //     process that caches the same objects with full dynamic informers;
 //   - decision latency: the mean reconcile duration across one ConfigMap
