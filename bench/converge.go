@@ -220,6 +220,11 @@ func idealNames(ids []string) map[string]bool {
 	return keys(clone.Deployments(sources(), clone.IdealPrefix, ids))
 }
 
+// informerNames are the informer reference's Deployments for ids.
+func informerNames(ids []string) map[string]bool {
+	return keys(clone.Deployments(sources(), clone.InformerPrefix, ids))
+}
+
 func diff(from, to []string) (added, removed []string) {
 	in := map[string]bool{}
 	for _, id := range from {
@@ -291,17 +296,20 @@ func (e *env) floorStep(ctx context.Context, ids []string, create bool) (time.Du
 }
 
 // convergence is one shard count's series of runs: the floor, the ideal
-// controller and the daemon, each up and down.
+// controller, the informer reference and the daemon, each up and down.
+// Runs made before the informer reference have none of its figures.
 type convergence struct {
 	Shards                     int
 	FloorUp, FloorDown         []time.Duration
 	FloorUpResp, FloorDownResp []time.Duration // the floor's last response
 	IdealUp, IdealDown         []step
+	InformerUp, InformerDown   []step `json:",omitempty"`
 	DaemonUp, DaemonDown       []step
-	// DaemonWrites and IdealWrites are the writes of each run, up and
-	// down, of the daemon and of the ideal controller (audit log), beside
-	// what the change needs.
+	// DaemonWrites, IdealWrites and InformerWrites are the writes of each
+	// run, up and down, of the daemon, the ideal controller and the
+	// informer reference (audit log), beside what the change needs.
 	DaemonWrites, IdealWrites writeRuns
+	InformerWrites            writeRuns `json:",omitempty"`
 }
 
 // runWrites are a controller's Deployment creates and deletes in one run, the
@@ -316,9 +324,9 @@ func (w runWrites) exact() bool {
 	return w.Created == w.Needed && w.Deleted == w.Needed && w.Failed == 0
 }
 
-// runConvergence alternates the floor, the ideal controller and the daemon,
-// runs times for each shard count, and waits for the namespaces to settle
-// between steps.
+// runConvergence alternates the floor, the ideal controller, the informer
+// reference and the daemon, runs times for each shard count, and waits for
+// the namespaces to settle between steps.
 func (b *bench) runConvergence(ctx context.Context) error {
 	// --profiling only opens the endpoint: nothing is profiled until the
 	// measured runs are over.
@@ -333,6 +341,11 @@ func (b *bench) runConvergence(ctx context.Context) error {
 		return err
 	}
 	defer ideal.stop()
+	informer, err := b.env.startInformer(ctx, b.idealBin, traced)
+	if err != nil {
+		return err
+	}
+	defer informer.stop()
 	settle := func(what string) {
 		if err := b.env.settle(ctx, 10*time.Minute); err != nil {
 			b.notef("convergence: after %s: %v", what, err)
@@ -348,6 +361,7 @@ func (b *bench) runConvergence(ctx context.Context) error {
 			}
 			for _, ctl := range []convController{
 				{"the ideal controller", idealCM, IdealUser, ideal, idealNames, &c.IdealUp, &c.IdealDown, &c.IdealWrites},
+				{"the informer reference", informerCM, InformerUser, informer, informerNames, &c.InformerUp, &c.InformerDown, &c.InformerWrites},
 				{"shardkeeper", cmName, DaemonUser, d.proc, clones, &c.DaemonUp, &c.DaemonDown, &c.DaemonWrites},
 			} {
 				if err := b.controllerRun(ctx, ctl, ids, r, settle); err != nil {

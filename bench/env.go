@@ -32,12 +32,14 @@ const (
 	DaemonUser = "shardkeeper-daemon"
 	// IdealUser is the ideal controller's (bench/ideal).
 	IdealUser = "bench-ideal"
+	// InformerUser is the informer reference's (bench/ideal --informer).
+	InformerUser = "bench-informer"
 	// FloorUser is the floor's, the bare parallel client.
 	FloorUser = "bench-floor"
 )
 
 // auditedUsers are the users the audit log records.
-var auditedUsers = []string{DaemonUser, IdealUser, FloorUser}
+var auditedUsers = []string{DaemonUser, IdealUser, InformerUser, FloorUser}
 
 const (
 	fleetNS   = "bench-fleet"
@@ -50,10 +52,10 @@ const (
 // env is the control plane the benchmark runs on: the cluster package's
 // etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
 // The API server writes an audit log of the requests of the daemon, the
-// ideal controller and the floor, and of nobody else's: each authenticates
-// as a user of its own (auditedUsers), everything else (the benchmark's
-// other clients, the reference, the control plane's own components) as
-// other users.
+// ideal controller, the informer reference and the floor, and of nobody
+// else's: each authenticates as a user of its own (auditedUsers),
+// everything else (the benchmark's other clients, the reference, the
+// control plane's own components) as other users.
 type env struct {
 	cluster  *cluster.Cluster
 	workDir  string
@@ -70,9 +72,10 @@ type env struct {
 	// that were resumed.
 	rewatches int64
 
-	daemonKubeconfig string
-	idealKubeconfig  string
-	adminKubeconfig  string
+	daemonKubeconfig   string
+	idealKubeconfig    string
+	informerKubeconfig string
+	adminKubeconfig    string
 	// floorCfg is FloorUser's.
 	floorCfg *rest.Config
 }
@@ -92,9 +95,9 @@ func startEnv(ctx context.Context, binDir, workDir string, logf func(string, ...
 }
 
 // connect builds the benchmark's admin clients, with client limits that
-// never hold its writers back, the kubeconfigs of the daemon and the ideal
-// controller and the floor's config, each as its own audited user; the
-// reference uses the cluster's admin kubeconfig.
+// never hold its writers back, the kubeconfigs of the daemon, the ideal
+// controller and the informer reference, and the floor's config, each as
+// its own audited user; the reference uses the cluster's admin kubeconfig.
 func (e *env) connect() error {
 	e.cfg = e.cluster.Config()
 	e.cfg.QPS, e.cfg.Burst, e.cfg.Timeout = 1000, 2000, 60*time.Second
@@ -116,7 +119,8 @@ func (e *env) connect() error {
 	e.adminKubeconfig = e.cluster.KubeconfigPath()
 	e.daemonKubeconfig = filepath.Join(e.workDir, "daemon.kubeconfig")
 	e.idealKubeconfig = filepath.Join(e.workDir, "ideal.kubeconfig")
-	for _, k := range []struct{ user, path string }{{DaemonUser, e.daemonKubeconfig}, {IdealUser, e.idealKubeconfig}} {
+	e.informerKubeconfig = filepath.Join(e.workDir, "informer.kubeconfig")
+	for _, k := range []struct{ user, path string }{{DaemonUser, e.daemonKubeconfig}, {IdealUser, e.idealKubeconfig}, {InformerUser, e.informerKubeconfig}} {
 		cfg, err := e.cluster.UserConfig(k.user)
 		if err != nil {
 			return err

@@ -13,13 +13,17 @@ import (
 	"time"
 )
 
-// The convergence part runs the daemon and the ideal controller with the Go
-// runtime's collection trace on (GODEBUG=gctrace=1), so that the CPU of a
-// change can be told apart from that of the garbage collections which
-// started during it: both controllers collect in most changes, and
-// a ratio of their CPU says nothing of why without it. The trace changes
-// no decision of the collector; it writes one line to standard error at
-// the end of each collection.
+// The convergence part runs the daemon, the ideal controller and the
+// informer reference with the Go runtime's collection trace on
+// (GODEBUG=gctrace=1), so that the garbage collections which started during
+// a change are counted beside its CPU: every controller collects in most
+// changes, and a ratio of their CPU says nothing of why without it. The time the trace gives a collection is not
+// CPU time, so it is never subtracted from the process's: the runtime
+// counts a stop-the-world phase as its wall time times the Ps it stopped,
+// and mark work as the wall time a worker or an assist held a P, whether
+// the kernel ran its thread or not. The trace changes no decision of the
+// collector; it writes one line to standard error at the end of each
+// collection.
 
 // gcTraceEnv returns environ with gctrace=1 added to GODEBUG, keeping the
 // settings GODEBUG already holds. Of several GODEBUG entries a process
@@ -39,8 +43,8 @@ func gcTraceEnv(environ []string) []string {
 }
 
 // gcCycle is one collection of a traced process: its number, when it
-// started and the CPU the runtime counts for it (its stop-the-world phases,
-// and the mark work of assists, dedicated and idle workers).
+// started and the time the runtime counts for it (its stop-the-world
+// phases, and the mark work of assists, dedicated and idle workers).
 type gcCycle struct {
 	n     int
 	start time.Time
@@ -89,8 +93,9 @@ func parseGCTrace(r io.Reader, started time.Time) ([]gcCycle, error) {
 }
 
 // gcShare is what the collections which started within a measured change
-// cost: how many, and their CPU. A collection that runs past the end of
-// the change counts whole.
+// cost: how many, and their time as the runtime counts it (CPU keeps the
+// name that results.json has always given it). A collection that runs
+// past the end of the change counts whole.
 type gcShare struct {
 	Count int
 	CPU   time.Duration

@@ -4,8 +4,10 @@
 // measured in the same run, to a Markdown file:
 //
 //   - convergence: from the ConfigMap patch that adds (removes) shards to the
-//     watch event of the last shard Deployment created (deleted), beside a
-//     bare client-go program writing as many Deployments in parallel;
+//     watch event of the last shard Deployment created (deleted), beside the
+//     ideal controller (bench/ideal) and a bare client-go program writing
+//     as many Deployments in parallel, and the CPU of the change beside the
+//     informer reference (bench/ideal --informer);
 //   - memory: the daemon's RSS with 0 to 100,000 mapped objects, beside a
 //     process that caches the same objects with full dynamic informers;
 //   - decision latency: the mean reconcile duration across one ConfigMap
@@ -25,7 +27,8 @@
 //
 // The data goes to results.json, beside the Markdown file, which is rendered
 // from it with the template results.md.tmpl; --render renders it again from
-// a results.json, without measuring.
+// a results.json, without measuring, and --pool from several, with their
+// convergence runs pooled.
 //
 // Run it with `make bench`, or `go run ./bench --bin-dir bin --out bench/results.md`.
 // Smaller runs for development: --shards=20 --objects=1000,10000 --idle=30s --runs=1.
@@ -110,6 +113,9 @@ type results struct {
 	// beside the report), whose summary the full report repeats; it is
 	// read when the report is written, never saved with the data.
 	MillionRun *results `json:"-"`
+	// Pool is the convergence of this run and others, pooled (--pool);
+	// never saved with the data, as it is not this run's.
+	Pool *pooled `json:"-"`
 }
 
 // writeRate is the rate at which the mapped objects from From to To were
@@ -194,6 +200,7 @@ func main() {
 // to measure.
 type options struct {
 	binDir, daemonBin, out, rerender     string
+	pool                                 []string
 	keep, skipConv, skipScale, skipPlace bool
 }
 
@@ -207,6 +214,10 @@ func (b *bench) parseFlags() (options, error) {
 	flag.StringVar(&o.daemonBin, "daemon-bin", "", "the shardkeeper binary to measure (default: shardkeeper in --bin-dir)")
 	flag.StringVar(&o.out, "out", "bench/results.md", "where to write the results (the data goes beside it, as .json)")
 	flag.StringVar(&o.rerender, "render", "", "render --out from this results.json and measure nothing")
+	flag.Func("pool", "render --out from the last of these results.json (two or more, comma-separated), with the convergence of all of them pooled, and measure nothing", func(v string) error {
+		o.pool = strings.Split(v, ",")
+		return nil
+	})
 	flag.BoolVar(&o.keep, "keep", false, "keep the control plane's work directory (logs, audit log) after the run")
 	flag.BoolVar(&o.skipConv, "skip-convergence", false, "skip the convergence measurements")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "skip the memory, decision latency, idle and start-up measurements")
@@ -259,12 +270,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if o.rerender != "" {
-		r, err := readResults(o.rerender)
-		if err != nil {
-			return err
-		}
-		return writeReport(r, o.out)
+	if o.rerender != "" || o.pool != nil {
+		return renderOnly(o)
 	}
 	b.res.Began = time.Now()
 	b.res.Args = os.Args[1:]
@@ -302,6 +309,27 @@ func run() error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// renderOnly writes the report of --render, or of --pool, and measures
+// nothing.
+func renderOnly(o options) error {
+	var (
+		r   *results
+		err error
+	)
+	switch {
+	case o.rerender != "" && o.pool != nil:
+		return errors.New("--render and --pool: one or the other")
+	case o.rerender != "":
+		r, err = readResults(o.rerender)
+	default:
+		r, err = poolFiles(o.pool)
+	}
+	if err != nil {
+		return err
+	}
+	return writeReport(r, o.out)
 }
 
 // locateDaemon sets the daemon binary the options name, and returns the

@@ -202,23 +202,38 @@ func (e *env) startDaemonEnv(ctx context.Context, bin string, extra, environ []s
 	return &daemon{proc: p, probe: fmt.Sprintf("http://127.0.0.1:%d", pp), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}, nil
 }
 
-// idealCM is the ConfigMap the ideal controller watches, beside the daemon's.
-const idealCM = "ideal"
+// The ConfigMaps the ideal controller and the informer reference watch,
+// beside the daemon's.
+const (
+	idealCM    = "ideal"
+	informerCM = "informer"
+)
 
 // startIdeal starts the ideal controller (bench/ideal) on the sources, with
 // its ConfigMap created empty and the environment environ (nil: the
 // benchmark's own), and waits until its watch runs.
 func (e *env) startIdeal(ctx context.Context, bin string, environ []string) (*proc, error) {
+	return e.startReference(ctx, "ideal", idealCM, e.idealKubeconfig, bin, environ)
+}
+
+// startInformer starts the informer reference (bench/ideal --informer) as
+// startIdeal starts the ideal controller; it is watching once its
+// informers have synced.
+func (e *env) startInformer(ctx context.Context, bin string, environ []string) (*proc, error) {
+	return e.startReference(ctx, "informer", informerCM, e.informerKubeconfig, bin, environ, "--informer")
+}
+
+func (e *env) startReference(ctx context.Context, name, cm, kubeconfig, bin string, environ []string, extra ...string) (*proc, error) {
 	_, err := e.kube.CoreV1().ConfigMaps(fleetNS).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: idealCM}, Data: map[string]string{"shards": "[]"}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: cm}, Data: map[string]string{"shards": "[]"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, err
+		return nil, fmt.Errorf("the ConfigMap of the %s reference: %w", name, err)
 	}
-	args := []string{"--kubeconfig", e.idealKubeconfig, "--configmap", fleetNS + "/" + idealCM}
+	args := append([]string{"--kubeconfig", kubeconfig, "--configmap", fleetNS + "/" + cm}, extra...)
 	for _, s := range sources() {
 		args = append(args, "--source", s.Namespace+"/"+s.Name)
 	}
-	p, err := startProcEnv("ideal", filepath.Join(e.workDir, "ideal.log"), environ, bin, args...)
+	p, err := startProcEnv(name, filepath.Join(e.workDir, name+".log"), environ, bin, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -86,9 +86,6 @@ func render(w io.Writer, name string, r *results) error {
 		"gcCPU": func(s []step) []time.Duration {
 			return project(traced(s), func(s step) time.Duration { return s.GC.CPU })
 		},
-		"besideGC": func(s []step) []time.Duration {
-			return project(traced(s), func(s step) time.Duration { return s.CPU - s.GC.CPU })
-		},
 		"rss":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.RSS }) },
 		"hwm":     func(m []memory) []int64 { return project(m, func(m memory) int64 { return m.HWM }) },
 		"join":    strings.Join,
@@ -171,10 +168,21 @@ func readResults(path string) (*results, error) {
 // its changes: runs made before the bench traced them did not.
 func (r *results) GCTraced() bool {
 	for _, c := range r.Convergence {
-		for _, s := range [][]step{c.DaemonUp, c.DaemonDown, c.IdealUp, c.IdealDown} {
+		for _, s := range [][]step{c.DaemonUp, c.DaemonDown, c.IdealUp, c.IdealDown, c.InformerUp, c.InformerDown} {
 			if len(traced(s)) > 0 {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// Informed reports whether the run measured the informer reference: runs
+// made before it did not.
+func (r *results) Informed() bool {
+	for _, c := range r.Convergence {
+		if len(c.InformerUp)+len(c.InformerDown) > 0 {
+			return true
 		}
 	}
 	return false
@@ -378,18 +386,19 @@ func list(m any) string {
 	return strings.Join(out, ", ")
 }
 
-// direction is one way of a convergence change.
+// direction is one way of a convergence change; Informer is empty in runs
+// made before the informer reference.
 type direction struct {
-	Up               bool
-	Daemon, Ideal    []step
-	Floor, FloorResp []time.Duration
+	Up                      bool
+	Daemon, Ideal, Informer []step
+	Floor, FloorResp        []time.Duration
 }
 
 // Directions are the change up, then the change down.
 func (c *convergence) Directions() []direction {
 	return []direction{
-		{true, c.DaemonUp, c.IdealUp, c.FloorUp, c.FloorUpResp},
-		{false, c.DaemonDown, c.IdealDown, c.FloorDown, c.FloorDownResp},
+		{true, c.DaemonUp, c.IdealUp, c.InformerUp, c.FloorUp, c.FloorUpResp},
+		{false, c.DaemonDown, c.IdealDown, c.InformerDown, c.FloorDown, c.FloorDownResp},
 	}
 }
 

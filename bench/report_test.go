@@ -46,11 +46,15 @@ func handMade() *results {
 			IdealUp: []step{{Took: 260 * ms, CPU: 40 * ms, After: 2 * ms, GC: &gcShare{1, 12 * ms}}, {Took: 250 * ms, CPU: 50 * ms, After: 1 * ms, GC: &gcShare{1, 20 * ms}},
 				{Took: 300 * ms, CPU: 40 * ms, After: 3 * ms, GC: &gcShare{2, 15 * ms}}},
 			IdealDown: []step{{Took: 120 * ms, CPU: 20 * ms}, {Took: 125 * ms, CPU: 20 * ms}, {Took: 130 * ms, CPU: 30 * ms}},
+			InformerUp: []step{{Took: 255 * ms, CPU: 40 * ms, After: 2 * ms, GC: &gcShare{1, 11 * ms}}, {Took: 262 * ms, CPU: 38 * ms, After: 3 * ms, GC: &gcShare{1, 13 * ms}},
+				{Took: 280 * ms, CPU: 42 * ms, After: 2 * ms, GC: &gcShare{1, 16 * ms}}},
+			InformerDown: []step{{Took: 118 * ms, CPU: 19 * ms}, {Took: 121 * ms, CPU: 18 * ms}, {Took: 127 * ms, CPU: 25 * ms}},
 			DaemonUp: []step{{Took: 240 * ms, CPU: 44 * ms, After: 90 * ms, GC: &gcShare{1, 14 * ms}}, {Took: 250 * ms, CPU: 52 * ms, After: 110 * ms, GC: &gcShare{2, 30 * ms}},
 				{Took: 270 * ms, CPU: 45 * ms, After: 100 * ms, GC: &gcShare{1, 10 * ms}}},
-			DaemonDown:   []step{{Took: 120 * ms, CPU: 22 * ms}, {Took: 118 * ms, CPU: 21 * ms}, {Took: 125 * ms, CPU: 30 * ms}},
-			DaemonWrites: writeRuns{rw(40), rw(40), rw(38)},
-			IdealWrites:  writeRuns{rw(0), rw(0), rw(0)},
+			DaemonDown:     []step{{Took: 120 * ms, CPU: 22 * ms}, {Took: 118 * ms, CPU: 21 * ms}, {Took: 125 * ms, CPU: 30 * ms}},
+			DaemonWrites:   writeRuns{rw(40), rw(40), rw(38)},
+			IdealWrites:    writeRuns{rw(0), rw(0), rw(0)},
+			InformerWrites: writeRuns{rw(0), rw(0), rw(0)},
 		}},
 		Placement: &placementResult{Objects: 1000, Shards: 4, Settings: "namespaces: [bench-place]\n" + burstPacing, QPS: 50, Burst: 300, Quiet: 10 * sec, Runs: []*placementRun{{
 			Created: 3 * sec, Labelled: 15 * sec, CreateRate: 333, Loads: map[string]int{"p00": 250, "p01": 250, "p02": 250, "p03": 250},
@@ -114,13 +118,37 @@ func renderString(t *testing.T, name string, r *results) string {
 	return sb.String()
 }
 
-// rows are the summary's rows: figure → the row's cells.
+// rows are the summary's rows: figure → the row's cells (the last row of
+// that figure).
 func rows(t *testing.T, r *results) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	for _, l := range strings.Split(renderString(t, "summary", r), "\n")[2:] {
+	for _, cells := range tableRows(renderString(t, "summary", r)) {
+		out[cells[0]] = cells
+	}
+	return out
+}
+
+// rowsNamed are every row of the summary whose figure is name, in order:
+// the rows that follow each convergence row share their names.
+func rowsNamed(t *testing.T, r *results, name string) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, cells := range tableRows(renderString(t, "summary", r)) {
+		if cells[0] == name {
+			out = append(out, cells)
+		}
+	}
+	return out
+}
+
+// tableRows are the cells of the rows of the Markdown table that md
+// starts with, after its header.
+func tableRows(md string) [][]string {
+	var out [][]string
+	for _, l := range strings.Split(md, "\n")[2:] {
 		if cells := strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, "| "), " |"), " | "); len(cells) > 1 {
-			out[cells[0]] = cells
+			out = append(out, cells)
 		}
 	}
 	return out
@@ -203,34 +231,81 @@ func TestAftermathRows(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(summary, "CPU in the 5 s after"), "the change down measured none")
 	got := rows(t, handMade())
 	assert.Equal(t, []string{"CPU in the 5 s after that change (median of 3)", "100.00 ms (90.00–110.00)",
-		"2.00 ms (1.00–3.00) (ideal controller)", "—", "(recorded)", "—"}, got["CPU in the 5 s after that change (median of 3)"])
+		"2.00 ms (2.00–3.00) (informer reference); 2.00 ms (1.00–3.00) (ideal controller)", "—", "(recorded)", "—"}, got["CPU in the 5 s after that change (median of 3)"])
 }
 
-// The collections of a change, and the rest of its CPU, are shown where
-// they were traced, and only there (results of earlier runs have none).
+const collectionsRow = "of it, the garbage collections started in that change: how many, and their time as the runtime counts it (not CPU: see the method) (median of 3)"
+
+// The collections of a change are shown where they were traced, and only
+// there (results of earlier runs have none), beside its CPU: nothing is
+// taken from it, as the runtime's time for them is not the process's CPU.
 func TestCollectionRows(t *testing.T) {
 	summary := renderString(t, "summary", handMade())
 	assert.Equal(t, 1, strings.Count(summary, "of it, the garbage collections"), "the change down traced none")
+	assert.NotContains(t, summary, "the rest", "no CPU less the collections")
 	got := rows(t, handMade())
-	assert.Equal(t, []string{"of it, the garbage collections started in that change: how many, and their CPU (median of 3)",
-		"1 (1–2); 14.00 ms (10.00–30.00)", "1 (1–2); 15.00 ms (12.00–20.00) (ideal controller)", "—", "(recorded)", "—"},
-		got["of it, the garbage collections started in that change: how many, and their CPU (median of 3)"])
-	// Daemon 30, 22, 35 ms beside its collections; ideal 28, 30, 25 ms.
-	rest := got["of it, the rest (median of 3)"]
-	require.NotNil(t, rest)
-	assert.Equal(t, []string{"30.00 ms (22.00–35.00)", "28.00 ms (25.00–30.00) (ideal controller)"}, rest[1:3])
-	assert.True(t, strings.HasPrefix(rest[3], "1.07x ("), rest[3])
-	assert.Contains(t, renderString(t, "report", handMade()), "collection trace on")
+	assert.Equal(t, []string{collectionsRow, "1 (1–2); 14.00 ms (10.00–30.00)",
+		"1; 13.00 ms (11.00–16.00) (informer reference); 1 (1–2); 15.00 ms (12.00–20.00) (ideal controller)", "—", "(recorded)", "—"},
+		got[collectionsRow])
+	report := renderString(t, "report", handMade())
+	assert.Contains(t, report, "collection trace on")
+	assert.Contains(t, report, "not taken out of it")
+
+	// The informer reference untraced: the ideal controller's alone.
+	r := handMade()
+	for i := range r.Convergence[0].InformerUp {
+		r.Convergence[0].InformerUp[i].GC = nil
+	}
+	assert.Equal(t, "1 (1–2); 15.00 ms (12.00–20.00) (ideal controller)", rows(t, r)[collectionsRow][2])
 
 	// A run made before the trace: no rows, and the method says nothing of it.
-	r := handMade()
-	for _, s := range [][]step{r.Convergence[0].DaemonUp, r.Convergence[0].IdealUp} {
+	r = handMade()
+	for _, s := range [][]step{r.Convergence[0].DaemonUp, r.Convergence[0].IdealUp, r.Convergence[0].InformerUp} {
 		for i := range s {
 			s[i].GC = nil
 		}
 	}
 	assert.NotContains(t, renderString(t, "report", r), "garbage collections started")
 	assert.NotContains(t, renderString(t, "report", r), "collection trace on")
+}
+
+// The CPU target is read beside the informer reference; the ideal
+// controller's CPU is recorded beside it.
+func TestCPURows(t *testing.T) {
+	const informerRow, idealRow = "CPU of that change, beside the informer reference (median of 3)", "CPU of that change, beside the ideal controller (median of 3)"
+	r := handMade()
+	informer := rowsNamed(t, r, informerRow)
+	require.Len(t, informer, 2, "up and down")
+	// Up: daemon 44, 52, 45 ms; informer reference 40, 38, 42 ms.
+	assert.Equal(t, []string{"45.00 ms (44.00–52.00)", "40.00 ms (38.00–42.00) (informer reference)"}, informer[0][1:3])
+	assert.True(t, strings.HasPrefix(informer[0][3], "1.12x ("), informer[0][3])
+	assert.Equal(t, []string{"≤ 1.2x the informer reference", "met"}, informer[0][4:])
+	// Down: daemon 22, 21, 30 ms; informer reference 19, 18, 25 ms.
+	assert.Equal(t, []string{"22.00 ms (21.00–30.00)", "19.00 ms (18.00–25.00) (informer reference)"}, informer[1][1:3])
+	assert.True(t, strings.HasPrefix(informer[1][3], "1.16x ("), informer[1][3])
+	ideal := rowsNamed(t, r, idealRow)
+	require.Len(t, ideal, 2)
+	assert.Equal(t, []string{"40.00 ms (40.00–50.00) (ideal controller)", "(recorded)", "—"}, []string{ideal[0][2], ideal[0][4], ideal[0][5]})
+
+	// Up, 45 ms against 37 ms: 1.22x.
+	for i := range r.Convergence[0].InformerUp {
+		r.Convergence[0].InformerUp[i].CPU = 37 * ms
+	}
+	informer = rowsNamed(t, r, informerRow)
+	assert.Equal(t, []string{"**missed**", "met"}, []string{informer[0][5], informer[1][5]})
+
+	// A run made before the informer reference: the ideal controller's row
+	// alone, with no target, and no column of it in the details.
+	r = handMade()
+	r.Convergence[0].InformerUp, r.Convergence[0].InformerDown, r.Convergence[0].InformerWrites = nil, nil, nil
+	assert.Empty(t, rowsNamed(t, r, informerRow))
+	assert.Equal(t, "(recorded)", rows(t, r)[idealRow][4])
+	report := renderString(t, "report", r)
+	assert.NotContains(t, report, "**informer reference**")
+	assert.NotContains(t, report, "(informer reference)")
+	assert.NotContains(t, report, "  ", "no gap where the informer reference's text was")
+	assert.Contains(t, report, "of the daemon and of the ideal controller are read from the audit log")
+	assert.Contains(t, report, "| shards | direction | floor | floor's last response | ideal controller | its CPU | shardkeeper | its CPU |")
 }
 
 func TestBurstRows(t *testing.T) {

@@ -17,10 +17,12 @@ import (
 const Label = "bench.shardkeeper.io/reference"
 
 // The prefixes of the references' Deployments: the bare parallel client's
-// (the floor) and the ideal controller's.
+// (the floor), the ideal controller's and the informer reference's (the
+// ideal controller with --informer).
 const (
-	FloorPrefix = "floor-"
-	IdealPrefix = "ideal-"
+	FloorPrefix    = "floor-"
+	IdealPrefix    = "ideal-"
+	InformerPrefix = "informer-"
 )
 
 // Deployments returns the clones of sources for ids, named

@@ -12,6 +12,22 @@
 // JSON line with its timeline, as the daemon logs its own at debug level:
 // when the watch event arrived, and when it sent its first write and had
 // its last answer.
+//
+// With --informer it is the informer reference instead: the same
+// controller, but as a real one keeps a cache of what it writes, it keeps
+// a client-go shared informer on the Deployments of each source's
+// namespace (all of them, as the daemon's informers hold them) and decides
+// from that cache what to create and delete, rather than from memory. Its
+// clones are named informer-<source>-<id>. Its client speaks protobuf with
+// compression off, as the daemon's does, so that each watch event costs it
+// no more to decode than it costs the daemon: what the daemon spends
+// beyond it is then the daemon's own work. Its informers have no event
+// handlers: it acts on the ConfigMap alone, so that it sends the same
+// writes as the ideal controller. It decides from the cache as it is when
+// the ConfigMap's event arrives, with no check for writes it has not seen
+// come back yet: the benchmark lets each change settle before the next, and
+// the audit log would count a write sent twice. It prints "watching" once
+// its informers have synced and its ConfigMap watch runs.
 package main
 
 import (
@@ -31,7 +47,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/shardkeeper/shardkeeper/bench/clone"
@@ -53,6 +73,7 @@ func run() error {
 	var (
 		kubeconfig = flag.String("kubeconfig", "", "kubeconfig of the cluster")
 		configMap  = flag.String("configmap", "", "namespace/name of the ConfigMap to watch")
+		informer   = flag.Bool("informer", false, "be the informer reference: decide from a shared informer's cache of the Deployments of the sources' namespaces")
 		sources    sourceList
 	)
 	flag.Var(&sources, "source", "namespace/name of a source Deployment, repeatable")
@@ -61,12 +82,7 @@ func run() error {
 	if !ok || len(sources) == 0 {
 		return errors.New("--configmap namespace/name and at least one --source are required")
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = 1e6, 1e6
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := newClient(*kubeconfig, *informer)
 	if err != nil {
 		return err
 	}
@@ -78,16 +94,48 @@ func run() error {
 		ns, name, _ := strings.Cut(s, "/")
 		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return err
+			return fmt.Errorf("source %s: %w", s, err)
 		}
 		srcs = append(srcs, d)
 	}
-	c := &controller{client: client, sources: srcs, have: map[string]*appsv1.Deployment{}}
-	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", cmName).String()}
-	for announced := false; ctx.Err() == nil; {
-		w, err := client.CoreV1().ConfigMaps(cmNS).Watch(ctx, opts)
-		if err != nil {
+	c := &controller{client: client, sources: srcs, prefix: clone.IdealPrefix, written: map[string]*appsv1.Deployment{}}
+	if *informer {
+		c.prefix, c.written = clone.InformerPrefix, nil
+		if c.listers, err = startInformers(ctx, client, srcs); err != nil {
 			return err
+		}
+	}
+	return c.follow(ctx, cmNS, cmName)
+}
+
+// newClient is a client without a rate limit; the informer reference's
+// speaks protobuf without compression, as the daemon's does.
+func newClient(kubeconfig string, informer bool) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 1e6, 1e6
+	if informer {
+		cfg.ContentType = runtime.ContentTypeProtobuf
+		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+		cfg.DisableCompression = true
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// follow watches the ConfigMap ns/name, prints "watching" once the watch
+// runs, and syncs on each of its changes until ctx ends.
+func (c *controller) follow(ctx context.Context, ns, name string) error {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+	for announced := false; ctx.Err() == nil; {
+		w, err := c.client.CoreV1().ConfigMaps(ns).Watch(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("watching %s/%s: %w", ns, name, err)
 		}
 		if !announced {
 			fmt.Println("watching")
@@ -97,7 +145,10 @@ func run() error {
 			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
 				received := time.Now()
 				opts.ResourceVersion = cm.ResourceVersion
-				first, last := c.sync(ctx, cm.Data["shards"])
+				first, last, err := c.sync(ctx, cm.Data["shards"])
+				if err != nil {
+					return err
+				}
 				printTimeline(received, first, last)
 			}
 		}
@@ -105,17 +156,66 @@ func run() error {
 	return nil
 }
 
+// startInformers starts one shared informer factory per namespace of the
+// sources, each with a Deployment informer, as the daemon's informers are
+// namespaced, and returns their listers once every cache has synced.
+func startInformers(ctx context.Context, client kubernetes.Interface, sources []*appsv1.Deployment) (map[string]appslisters.DeploymentLister, error) {
+	listers := map[string]appslisters.DeploymentLister{}
+	var factories []informers.SharedInformerFactory
+	for _, s := range sources {
+		if _, ok := listers[s.Namespace]; ok {
+			continue
+		}
+		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(s.Namespace))
+		listers[s.Namespace] = f.Apps().V1().Deployments().Lister()
+		factories = append(factories, f)
+	}
+	for _, f := range factories {
+		f.StartWithContext(ctx)
+	}
+	for _, f := range factories {
+		if err := f.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
+			return nil, fmt.Errorf("syncing the Deployment informers: %w", err)
+		}
+	}
+	return listers, nil
+}
+
 type controller struct {
 	client  kubernetes.Interface
 	sources []*appsv1.Deployment
-	// have are the Deployments it created, by namespace/name.
-	have map[string]*appsv1.Deployment
+	prefix  string
+	// written are the Deployments it created, by namespace/name: what the
+	// ideal controller remembers. Nil for the informer reference, which
+	// reads them from listers, by namespace.
+	written map[string]*appsv1.Deployment
+	listers map[string]appslisters.DeploymentLister
 }
 
-// sync writes the difference between the shard list and what it created,
-// and returns when it sent the first write and had the last answer (zero
+// have returns its Deployments, by namespace/name: those it remembers
+// writing, or those of its clones that its informers' caches hold.
+func (c *controller) have() (map[string]*appsv1.Deployment, error) {
+	if c.listers == nil {
+		return c.written, nil
+	}
+	sel := labels.SelectorFromSet(labels.Set{clone.Label: strings.TrimSuffix(c.prefix, "-")})
+	out := map[string]*appsv1.Deployment{}
+	for ns, l := range c.listers {
+		ds, err := l.Deployments(ns).List(sel)
+		if err != nil {
+			return nil, fmt.Errorf("listing the cached Deployments of %s: %w", ns, err)
+		}
+		for _, d := range ds {
+			out[d.Namespace+"/"+d.Name] = d
+		}
+	}
+	return out, nil
+}
+
+// sync writes the difference between the shard list and what it has, and
+// returns when it sent the first write and had the last answer (zero
 // without writes).
-func (c *controller) sync(ctx context.Context, shards string) (first, last time.Time) {
+func (c *controller) sync(ctx context.Context, shards string) (first, last time.Time, err error) {
 	var ids []string
 	for id := range strings.SplitSeq(strings.Trim(strings.TrimSpace(shards), "[]"), ",") {
 		if id = strings.TrimSpace(id); id != "" {
@@ -123,34 +223,40 @@ func (c *controller) sync(ctx context.Context, shards string) (first, last time.
 		}
 	}
 	want := map[string]*appsv1.Deployment{}
-	for _, d := range clone.Deployments(c.sources, clone.IdealPrefix, ids) {
+	for _, d := range clone.Deployments(c.sources, c.prefix, ids) {
 		want[d.Namespace+"/"+d.Name] = d
 	}
-	var creates, deletes []string
-	for key := range want {
-		if _, ok := c.have[key]; !ok {
-			creates = append(creates, key)
+	have, err := c.have()
+	if err != nil {
+		return first, last, err
+	}
+	var creates, deletes []*appsv1.Deployment
+	for key, d := range want {
+		if _, ok := have[key]; !ok {
+			creates = append(creates, d)
 		}
 	}
-	for key := range c.have {
+	for key, d := range have {
 		if _, ok := want[key]; !ok {
-			deletes = append(deletes, key)
+			deletes = append(deletes, d)
 		}
 	}
-	first, last = c.write(ctx, creates, deletes, want)
-	for _, key := range creates {
-		c.have[key] = want[key]
+	first, last = c.write(ctx, creates, deletes)
+	if c.written != nil {
+		for _, d := range creates {
+			c.written[d.Namespace+"/"+d.Name] = d
+		}
+		for _, d := range deletes {
+			delete(c.written, d.Namespace+"/"+d.Name)
+		}
 	}
-	for _, key := range deletes {
-		delete(c.have, key)
-	}
-	return first, last
+	return first, last, nil
 }
 
-// write creates the Deployments creates (keys of want) and deletes the
-// ones deletes (keys of have), all at once, and returns when it sent the
-// first request and had the last answer (zero without any).
-func (c *controller) write(ctx context.Context, creates, deletes []string, want map[string]*appsv1.Deployment) (first, last time.Time) {
+// write creates the Deployments creates and deletes the Deployments
+// deletes, all at once, and returns when it sent the first request and had
+// the last answer (zero without any).
+func (c *controller) write(ctx context.Context, creates, deletes []*appsv1.Deployment) (first, last time.Time) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -167,20 +273,18 @@ func (c *controller) write(ctx context.Context, creates, deletes []string, want 
 	if len(creates)+len(deletes) > 0 {
 		first = time.Now()
 	}
-	for _, key := range creates {
-		d := want[key]
+	for _, d := range creates {
 		wg.Go(func() {
 			_, err := c.client.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
 			done()
-			report("create", key, err)
+			report("create", d, err)
 		})
 	}
-	for _, key := range deletes {
-		d := c.have[key]
+	for _, d := range deletes {
 		wg.Go(func() {
 			err := c.client.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
 			done()
-			report("delete", key, err)
+			report("delete", d, err)
 		})
 	}
 	wg.Wait()
@@ -204,8 +308,8 @@ func printTimeline(start, first, last time.Time) {
 	fmt.Println(string(b))
 }
 
-func report(verb, key string, err error) {
+func report(verb string, d *appsv1.Deployment, err error) {
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s %s: %v\n", verb, key, err)
+		fmt.Fprintf(os.Stderr, "%s %s/%s: %v\n", verb, d.Namespace, d.Name, err)
 	}
 }
