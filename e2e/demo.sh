@@ -15,7 +15,7 @@ stop_pid() {
   if alive "$f"; then
     kill -TERM "$(cat "$f")" 2>/dev/null || true
     for _ in $(seq 1 50); do alive "$f" || break; sleep 0.2; done
-    alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null || true
+    if alive "$f"; then kill -KILL "$(cat "$f")" 2>/dev/null || true; fi
   fi
   rm -f "$f"
 }
