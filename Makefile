@@ -177,11 +177,13 @@ check-manifests: $(BIN)/helm ## Fail if manifests/ differs from a fresh render o
 test-e2e: $(BIN)/helm
 
 # --- bench ---
-.PHONY: bench bench-million clean
+.PHONY: bench bench-million bench-pool clean
 bench: $(CONTROL_PLANE) build $(BIN)/helm ## Measure convergence, placement, memory, decision latency, idle API traffic and start-up, each beside a reference; writes bench/results.json and bench/results.md from it (BENCH_ARGS="--objects=10000 --idle=60s" for a shorter run).
 	go run ./bench --bin-dir $(BIN) --out bench/results.md $(BENCH_ARGS)
 bench-million: $(CONTROL_PLANE) build ## The million-object mode of the benchmark (about 45 minutes, not part of `bench`): memory, start-up beside a bare LIST, decision latency and idle API traffic at 1,000,000 mapped objects; writes bench/results-million.md and .json.
 	go run ./bench --bin-dir $(BIN) --out bench/results-million.md --million --skip-convergence --skip-placement $(BENCH_ARGS)
+bench-pool: ## Render bench/results.md from two or more full runs' results.json, their convergence runs pooled (BENCH_POOL="bench/results-1.json,bench/results.json"; the page is the last one's); measures nothing.
+	go run ./bench --pool "$(BENCH_POOL)" --out bench/results.md
 clean: ## Remove build output (the cached control plane too).
 	rm -rf $(BIN) $(DEMO_DIR)
 

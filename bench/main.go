@@ -43,6 +43,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -215,7 +216,10 @@ func (b *bench) parseFlags() (options, error) {
 	flag.StringVar(&o.out, "out", "bench/results.md", "where to write the results (the data goes beside it, as .json)")
 	flag.StringVar(&o.rerender, "render", "", "render --out from this results.json and measure nothing")
 	flag.Func("pool", "render --out from the last of these results.json (two or more, comma-separated), with the convergence of all of them pooled, and measure nothing", func(v string) error {
-		o.pool = strings.Split(v, ",")
+		o.pool = slices.DeleteFunc(strings.Split(v, ","), func(p string) bool { return strings.TrimSpace(p) == "" })
+		if len(o.pool) < 2 {
+			return errors.New("name two results.json or more, comma-separated")
+		}
 		return nil
 	})
 	flag.BoolVar(&o.keep, "keep", false, "keep the control plane's work directory (logs, audit log) after the run")
