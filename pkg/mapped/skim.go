@@ -305,6 +305,10 @@ func (s *skim) spec(f *specFields) error {
 				return nil
 			}
 			f.Chart = &chartTemplate{}
+			if s.peek() == '"' {
+				// A HelmChart's: see chartTemplate.UnmarshalJSON.
+				return s.skip()
+			}
 			err = s.chart(f.Chart)
 		case "chartRef":
 			f.ChartRef, err = s.optRef()
