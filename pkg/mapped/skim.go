@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sjson "sigs.k8s.io/json"
@@ -99,7 +100,8 @@ func (s *skim) str() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !escaped {
+	// encoding/json reads each byte of invalid UTF-8 as U+FFFD.
+	if !escaped && utf8.Valid(raw) {
 		return string(raw), nil
 	}
 	var v string
