@@ -414,6 +414,9 @@ func (s *skim) items(l *specObjectList) error {
 	}
 	if s.peek() == ']' {
 		s.i++
+		if l.Items == nil {
+			l.Items = []specObject{} // as encoding/json makes it
+		}
 		return nil
 	}
 	for {
