@@ -111,6 +111,17 @@ func (s *skim) str() (string, error) {
 	return v, nil
 }
 
+// strTo consumes a string into *v; null leaves *v as it was, as
+// encoding/json leaves a string field.
+func (s *skim) strTo(v *string) error {
+	if s.null() {
+		return nil
+	}
+	var err error
+	*v, err = s.str()
+	return err
+}
+
 // skip consumes any value.
 func (s *skim) skip() error {
 	switch c := s.peek(); c {
@@ -228,9 +239,9 @@ func (s *skim) specObject(o *specObject) error {
 		var err error
 		switch key {
 		case "apiVersion":
-			o.APIVersion, err = s.str()
+			err = s.strTo(&o.APIVersion)
 		case "kind":
-			o.Kind, err = s.str()
+			err = s.strTo(&o.Kind)
 		case "metadata":
 			err = s.meta(&o.Metadata)
 		case "spec":
@@ -249,11 +260,11 @@ func (s *skim) meta(m *specMeta) error {
 		var err error
 		switch key {
 		case "name":
-			m.Name, err = s.str()
+			err = s.strTo(&m.Name)
 		case "namespace":
-			m.Namespace, err = s.str()
+			err = s.strTo(&m.Namespace)
 		case "resourceVersion":
-			m.ResourceVersion, err = s.str()
+			err = s.strTo(&m.ResourceVersion)
 		case "labels":
 			m.Labels, err = s.strMap()
 		case "annotations":
@@ -368,11 +379,11 @@ func (s *skim) ref(r *sourceRef) error {
 		var err error
 		switch key {
 		case "kind":
-			r.Kind, err = s.str()
+			err = s.strTo(&r.Kind)
 		case "name":
-			r.Name, err = s.str()
+			err = s.strTo(&r.Name)
 		case "namespace":
-			r.Namespace, err = s.str()
+			err = s.strTo(&r.Namespace)
 		default:
 			err = s.skip()
 		}
@@ -387,9 +398,9 @@ func skimList(data []byte, l *specObjectList) error {
 		var err error
 		switch key {
 		case "apiVersion":
-			l.APIVersion, err = s.str()
+			err = s.strTo(&l.APIVersion)
 		case "kind":
-			l.Kind, err = s.str()
+			err = s.strTo(&l.Kind)
 		case "metadata":
 			// The ListMeta is small: the reflective decoder reads it.
 			start := s.i
@@ -444,7 +455,7 @@ func skimEvent(data []byte, e *metav1.WatchEvent) error {
 		var err error
 		switch key {
 		case "type":
-			e.Type, err = s.str()
+			err = s.strTo(&e.Type)
 		case "object":
 			start := s.i
 			if err = s.skip(); err == nil {
@@ -465,9 +476,7 @@ func skimKind(data []byte) (string, error) {
 		if key != "kind" {
 			return s.skip()
 		}
-		var err error
-		kind, err = s.str()
-		return err
+		return s.strTo(&kind)
 	})
 	return kind, err
 }
