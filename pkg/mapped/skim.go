@@ -457,6 +457,9 @@ func skimEvent(data []byte, e *metav1.WatchEvent) error {
 		case "type":
 			err = s.strTo(&e.Type)
 		case "object":
+			if s.null() {
+				return nil // as RawExtension reads it: no object
+			}
 			start := s.i
 			if err = s.skip(); err == nil {
 				e.Object.Raw = append(e.Object.Raw[:0], bytes.TrimSpace(s.data[start:s.i])...)
