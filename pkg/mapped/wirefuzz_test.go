@@ -700,11 +700,20 @@ func (c *choices) maybe(o *jsonObj, key string, val func() any) {
 	}
 }
 
+// readKeys are the keys that the daemon reads somewhere, in lower case:
+// apimachinery finds the kind case-insensitively.
+var readKeys = map[string]bool{"apiversion": true, "kind": true, "metadata": true, "spec": true, "name": true, "namespace": true,
+	"resourceversion": true, "labels": true, "annotations": true, "deletiontimestamp": true, "chart": true, "chartref": true,
+	"sourceref": true, "items": true, "continue": true, "remainingitemcount": true, "type": true, "object": true}
+
 // mix adds fields that the daemon does not read, shuffles the fields, and
-// notes a key written twice.
+// notes a key written twice. A field added under a key that the daemon
+// reads is odd: it has the wrong type.
 func (c *choices) mix(o jsonObj) jsonObj {
 	for range c.intn(3) {
-		o = append(o, jsonField{c.str("status", "x", "metadata", "name", "items"), c.junk(3)})
+		k := c.str("status", "x", "Metadata", "Name", "Items")
+		c.odd = c.odd || readKeys[strings.ToLower(k)]
+		o = append(o, jsonField{k, c.junk(3)})
 	}
 	if c.rare(3) {
 		for i := len(o) - 1; i > 0; i-- {
