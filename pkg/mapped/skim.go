@@ -205,18 +205,22 @@ func (s *skim) object(field func(key string) error) error {
 	}
 }
 
-// strMap consumes an object of strings (or null, read as nil).
-func (s *skim) strMap() (map[string]string, error) {
+// strMapTo consumes an object of strings into *m, adding to what it
+// holds, as encoding/json does when a key is repeated; null makes it nil.
+func (s *skim) strMapTo(m *map[string]string) error {
 	if s.null() {
-		return nil, nil
+		*m = nil
+		return nil
 	}
-	out := map[string]string{}
-	err := s.object(func(key string) error {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	out := *m
+	return s.object(func(key string) error {
 		v, err := s.str()
 		out[key] = v
 		return err
 	})
-	return out, err
 }
 
 // optStr consumes a string into a new *string; null leaves it nil.
@@ -266,7 +270,7 @@ func (s *skim) meta(m *specMeta) error {
 		case "resourceVersion":
 			err = s.strTo(&m.ResourceVersion)
 		case "labels":
-			m.Labels, err = s.strMap()
+			err = s.strMapTo(&m.Labels)
 		case "annotations":
 			err = s.annotations(&m.Annotations)
 		case "deletionTimestamp":
@@ -314,21 +318,26 @@ func (s *skim) spec(f *specFields) error {
 		var err error
 		switch key {
 		case "chart":
+			// Into the template already read, if the key is repeated, as
+			// encoding/json does; so are the references.
 			if s.null() {
+				f.Chart = nil
 				return nil
 			}
-			f.Chart = &chartTemplate{}
+			if f.Chart == nil {
+				f.Chart = &chartTemplate{}
+			}
 			if s.peek() == '"' {
 				// A HelmChart's: see chartTemplate.UnmarshalJSON.
 				return s.skip()
 			}
 			err = s.chart(f.Chart)
 		case "chartRef":
-			f.ChartRef, err = s.optRef()
+			err = s.optRefTo(&f.ChartRef)
 		case "sourceRef":
-			f.SourceRef, err = s.optRef()
+			err = s.optRefTo(&f.SourceRef)
 		case "labels":
-			f.Labels, err = s.strMap()
+			err = s.strMapTo(&f.Labels)
 		default:
 			err = s.skip()
 		}
@@ -341,18 +350,19 @@ func (s *skim) chart(c *chartTemplate) error {
 		switch key {
 		case "metadata":
 			if s.null() {
+				c.Metadata = nil
 				return nil
 			}
-			c.Metadata = &struct {
-				Labels map[string]string `json:"labels"`
-			}{}
+			if c.Metadata == nil {
+				c.Metadata = &struct {
+					Labels map[string]string `json:"labels"`
+				}{}
+			}
 			return s.object(func(key string) error {
 				if key != "labels" {
 					return s.skip()
 				}
-				var err error
-				c.Metadata.Labels, err = s.strMap()
-				return err
+				return s.strMapTo(&c.Metadata.Labels)
 			})
 		case "spec":
 			return s.object(func(key string) error {
@@ -366,12 +376,15 @@ func (s *skim) chart(c *chartTemplate) error {
 	})
 }
 
-func (s *skim) optRef() (*sourceRef, error) {
+func (s *skim) optRefTo(r **sourceRef) error {
 	if s.null() {
-		return nil, nil
+		*r = nil
+		return nil
 	}
-	r := &sourceRef{}
-	return r, s.ref(r)
+	if *r == nil {
+		*r = &sourceRef{}
+	}
+	return s.ref(*r)
 }
 
 func (s *skim) ref(r *sourceRef) error {
@@ -416,8 +429,13 @@ func skimList(data []byte, l *specObjectList) error {
 	})
 }
 
+// items reads the items as encoding/json reads a slice, should the key be
+// repeated: each into the item already at its index, if any (past the
+// length, within the capacity, too), the slice then cut at the last one;
+// none is a new empty slice, and null none at all.
 func (s *skim) items(l *specObjectList) error {
 	if s.null() {
+		l.Items = nil
 		return nil
 	}
 	if err := s.expect('['); err != nil {
@@ -425,14 +443,16 @@ func (s *skim) items(l *specObjectList) error {
 	}
 	if s.peek() == ']' {
 		s.i++
-		if l.Items == nil {
-			l.Items = []specObject{} // as encoding/json makes it
-		}
+		l.Items = []specObject{}
 		return nil
 	}
-	for {
-		l.Items = append(l.Items, specObject{})
-		if err := s.specObject(&l.Items[len(l.Items)-1]); err != nil {
+	for i := 0; ; i++ {
+		if i < cap(l.Items) {
+			l.Items = l.Items[:max(i+1, len(l.Items))]
+		} else {
+			l.Items = append(l.Items, specObject{})
+		}
+		if err := s.specObject(&l.Items[i]); err != nil {
 			return err
 		}
 		switch s.peek() {
@@ -440,6 +460,7 @@ func (s *skim) items(l *specObjectList) error {
 			s.i++
 		case ']':
 			s.i++
+			l.Items = l.Items[:i+1]
 			return nil
 		default:
 			return s.fail("expected ',' or ']'")
