@@ -142,33 +142,37 @@ func FuzzMetaProtobuf(f *testing.F) {
 	for _, seed := range metaSeeds(f, stream) {
 		f.Add(seed)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c := &choices{b: data}
-		mode := c.byte()
-		raw := mode&0x80 != 0
-		into := c.intn(3)
-		switch (mode & 0x7f) % 3 {
-		case 0:
-			msg := append(bytes.Clone(protoMagic), c.b...)
-			if !raw {
-				msg = c.scramble(encode(t, c.partial()), pbObjectShape)
-			}
-			checkMetaObject(t, std, msg, partialInto[into], !raw)
-		case 1:
-			msg := append(bytes.Clone(protoMagic), c.b...)
-			if !raw {
-				msg = c.scramble(encode(t, c.partialList()), pbListEnvelopeShape)
-			}
-			checkMetaObject(t, std, msg, listInto[into], !raw)
-			checkDecodeMetaList(t, std, msg, !raw)
-		default:
-			frame := c.b
-			if !raw {
-				frame = c.scramble(c.metaEvent(t, stream), pbEventShape)
-			}
-			checkMetaEvent(t, std, stream, frame, !raw)
+	f.Fuzz(func(t *testing.T, data []byte) { checkMetaInput(t, std, stream, data) })
+}
+
+// checkMetaInput is FuzzMetaProtobuf's check of one input.
+func checkMetaInput(t *testing.T, std, stream runtime.Serializer, data []byte) {
+	t.Helper()
+	c := &choices{b: data}
+	mode := c.byte()
+	raw := mode&0x80 != 0
+	into := c.intn(3)
+	switch (mode & 0x7f) % 3 {
+	case 0:
+		msg := append(bytes.Clone(protoMagic), c.b...)
+		if !raw {
+			msg = c.scramble(encode(t, c.partial()), pbObjectShape)
 		}
-	})
+		checkMetaObject(t, std, msg, partialInto[into], !raw)
+	case 1:
+		msg := append(bytes.Clone(protoMagic), c.b...)
+		if !raw {
+			msg = c.scramble(encode(t, c.partialList()), pbListEnvelopeShape)
+		}
+		checkMetaObject(t, std, msg, listInto[into], !raw)
+		checkDecodeMetaList(t, std, msg, !raw)
+	default:
+		frame := c.b
+		if !raw {
+			frame = c.scramble(c.metaEvent(t, stream), pbEventShape)
+		}
+		checkMetaEvent(t, std, stream, frame, !raw)
+	}
 }
 
 // metaSeeds are built inputs, and raw ones that begin as the API server's
@@ -607,34 +611,38 @@ func FuzzSpecJSON(f *testing.F) {
 	for _, seed := range specSeeds() {
 		f.Add(seed)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c := &choices{b: data}
-		mode := c.byte()
-		raw := mode&0x80 != 0
-		doc := c.b
-		switch (mode & 0x7f) % 3 {
-		case 0:
-			if !raw {
-				doc = c.encodeJSON(t, c.jobject(c.kind()))
-			}
-			strict := !raw && !c.odd
-			if want := checkSpecObject(t, std, doc, strict); want != nil && strict {
-				checkSpecPaths(t, doc, want)
-			}
-			checkSpecCodec(t, std, doc, strict)
-		case 1:
-			if !raw {
-				doc = c.encodeJSON(t, c.jlist())
-			}
-			checkSpecList(t, std, doc, !raw && !c.odd)
-			checkSpecCodec(t, std, doc, !raw && !c.odd)
-		default:
-			if !raw {
-				doc = c.encodeJSON(t, c.jevent())
-			}
-			checkSpecEvent(t, std, doc, !raw && !c.odd)
+	f.Fuzz(func(t *testing.T, data []byte) { checkSpecInput(t, std, data) })
+}
+
+// checkSpecInput is FuzzSpecJSON's check of one input.
+func checkSpecInput(t *testing.T, std runtime.Serializer, data []byte) {
+	t.Helper()
+	c := &choices{b: data}
+	mode := c.byte()
+	raw := mode&0x80 != 0
+	doc := c.b
+	switch (mode & 0x7f) % 3 {
+	case 0:
+		if !raw {
+			doc = c.encodeJSON(t, c.jobject(c.kind()))
 		}
-	})
+		strict := !raw && !c.odd
+		if want := checkSpecObject(t, std, doc, strict); want != nil && strict {
+			checkSpecPaths(t, doc, want)
+		}
+		checkSpecCodec(t, std, doc, strict)
+	case 1:
+		if !raw {
+			doc = c.encodeJSON(t, c.jlist())
+		}
+		checkSpecList(t, std, doc, !raw && !c.odd)
+		checkSpecCodec(t, std, doc, !raw && !c.odd)
+	default:
+		if !raw {
+			doc = c.encodeJSON(t, c.jevent())
+		}
+		checkSpecEvent(t, std, doc, !raw && !c.odd)
+	}
 }
 
 func specSeeds() [][]byte {
@@ -1264,34 +1272,39 @@ func FuzzSkimFramer(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c := &choices{b: data}
-		raw := c.byte()&0x80 != 0
-		size := []int{1, 2, 7, 64, 1 << 10, 64 << 10}[c.intn(6)]
-		reads := c.take(4)
-		in := c.b
-		if !raw {
-			in = c.jsonStream(t)
-		}
-		limit := len(in) + 1
-		want, wantErr := readFrames(kjson.Framer.NewFrameReader(&trickle{data: in, sizes: reads}), size, limit)
-		got, gotErr := readFrames(skimFramer{}.NewFrameReader(&trickle{data: in, sizes: reads}), size, limit)
-		n := min(len(want), len(got))
+	f.Fuzz(checkFramerInput)
+}
+
+// checkFramerInput is FuzzSkimFramer's check of one input.
+func checkFramerInput(t *testing.T, data []byte) {
+	c := &choices{b: data}
+	raw := c.byte()&0x80 != 0
+	size := []int{1, 2, 7, 64, 1 << 10, 64 << 10}[c.intn(6)]
+	reads := c.take(4)
+	in := c.b
+	if !raw {
+		in = c.jsonStream(t)
+	}
+	limit := len(in) + 1
+	want, wantErr := readFrames(kjson.Framer.NewFrameReader(&trickle{data: in, sizes: reads}), size, limit)
+	got, gotErr := readFrames(skimFramer{}.NewFrameReader(&trickle{data: in, sizes: reads}), size, limit)
+	n := min(len(want), len(got))
+	if n > 0 {
 		assert.Equal(t, want[:n], got[:n], "the frames that both framers found")
-		switch {
-		case len(got) < len(want) && gotErr == nil:
-			t.Errorf("the stream ended after %d frames, not %d", len(got), len(want))
-		case len(got) < len(want) || (wantErr == nil && gotErr != nil):
-			agree(t, "a watch stream", in, nil, gotErr, !raw)
-		case wantErr == nil && len(got) > len(want):
-			t.Errorf("%d frames found past the end of the stream: %q", len(got)-len(want), got[len(want):])
-		}
-		if gotErr == nil {
-			// Between frames, the skimming framer steps over white space
-			// only: it drops no event.
-			assert.Equal(t, stripSpace(in), stripSpace([]byte(strings.Join(got, ""))), "what the frames hold")
-		}
-	})
+	}
+	switch {
+	case len(got) < len(want) && gotErr == nil:
+		t.Errorf("the stream ended after %d frames, not %d", len(got), len(want))
+	case len(got) < len(want) || (wantErr == nil && gotErr != nil):
+		agree(t, "a watch stream", in, nil, gotErr, !raw)
+	case wantErr == nil && len(got) > len(want):
+		t.Errorf("%d frames found past the end of the stream: %q", len(got)-len(want), got[len(want):])
+	}
+	if gotErr == nil {
+		// Between frames, the skimming framer steps over white space
+		// only: it drops no event.
+		assert.Equal(t, stripSpace(in), stripSpace([]byte(strings.Join(got, ""))), "what the frames hold")
+	}
 }
 
 // jsonStream is a watch stream: events, each as the API server writes
