@@ -760,6 +760,16 @@ func (c *choices) jstr(words ...string) any {
 	return c.str(words...)
 }
 
+// apiVersion is an apiVersion field's value; one of more than two parts
+// is odd: apimachinery refuses it.
+func (c *choices) apiVersion(word string) any {
+	v := c.jstr(word)
+	if s, ok := v.(string); ok && strings.Count(s, "/") > 1 {
+		c.odd = true
+	}
+	return v
+}
+
 // jstrMap is a labels or annotations map; a null value in it reads as "".
 func (c *choices) jstrMap(keys, values []string) any {
 	if c.rare(12) {
@@ -805,7 +815,7 @@ func (c *choices) jtime() any {
 // and a HelmRelease's spec.chart as different as they are.
 func (c *choices) jobject(k [2]string) jsonObj {
 	var o jsonObj
-	c.maybe(&o, "apiVersion", func() any { return c.jstr(k[0]) })
+	c.maybe(&o, "apiVersion", func() any { return c.apiVersion(k[0]) })
 	c.maybe(&o, "kind", func() any { return c.jstr(k[1]) })
 	c.maybe(&o, "metadata", c.jmeta)
 	c.maybe(&o, "spec", func() any { return c.jspec(k[1]) })
@@ -922,7 +932,7 @@ func (c *choices) jrefFields() jsonObj {
 func (c *choices) jlist() jsonObj {
 	k := c.kind()
 	var o jsonObj
-	c.maybe(&o, "apiVersion", func() any { return c.jstr(k[0]) })
+	c.maybe(&o, "apiVersion", func() any { return c.apiVersion(k[0]) })
 	c.maybe(&o, "kind", func() any { return c.jstr(k[1] + "List") })
 	c.maybe(&o, "metadata", func() any {
 		var m jsonObj
