@@ -55,12 +55,14 @@ const (
 	pbMapKey                 protowire.Number = 1 // a map entry
 	pbMapValue               protowire.Number = 2
 	pbTimeSeconds            protowire.Number = 1 // metav1.Time
-	pbTimeNanos              protowire.Number = 2
 )
 
 // protoMagic starts every object the API server encodes as protobuf
 // (k8s.io/apimachinery/pkg/runtime/serializer/protobuf).
 var protoMagic = []byte{0x6b, 0x38, 0x73, 0x00}
+
+// skimmedVersion is the only version of the metadata kinds skimmed.
+var skimmedVersion = metav1.SchemeGroupVersion.String()
 
 // errNotSkimmed sends a message to the standard decoder.
 var errNotSkimmed = errors.New("not a message the skimmer reads")
@@ -237,25 +239,27 @@ func skimMapEntry(f field, into map[string]string, to func(k []byte) map[string]
 	return nil
 }
 
-// skimTime reads a metav1.Time.
+// skimTime reads a metav1.Time as its Unmarshal does: an empty message
+// (how the zero time and the epoch are both encoded) is the zero time,
+// and the nanoseconds are dropped, as JSON has none.
 func skimTime(f field) (*metav1.Time, error) {
 	b, err := f.message()
 	if err != nil {
 		return nil, err
 	}
-	var secs, nanos int64
+	if len(b) == 0 {
+		return &metav1.Time{}, nil
+	}
+	var secs int64
 	if err := eachField(b, func(f field) error {
-		switch f.num {
-		case pbTimeSeconds:
+		if f.num == pbTimeSeconds {
 			secs = int64(f.value) //nolint:gosec // protobuf's int64 is a varint of its two's complement
-		case pbTimeNanos:
-			nanos = int64(int32(f.value)) //nolint:gosec // as above, an int32
 		}
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	t := metav1.Unix(secs, nanos)
+	t := metav1.Unix(secs, 0)
 	return &t, nil
 }
 
@@ -319,7 +323,7 @@ func (c metaCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into r
 		return c.standard.Decode(data, defaults, into)
 	}
 	var out runtime.Object
-	switch o := skimTarget(tm.Kind, into).(type) {
+	switch o := skimTarget(tm, into).(type) {
 	case *metav1.PartialObjectMetadata:
 		*o = metav1.PartialObjectMetadata{TypeMeta: tm}
 		err = skimPartial(raw, o)
@@ -338,11 +342,15 @@ func (c metaCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into r
 	return out, &gvk, nil
 }
 
-// skimTarget is what an object of kind is skimmed into: into, or a new
+// skimTarget is what an object of kind tm is skimmed into: into, or a new
 // object if into is nil; nil if the kind is not skimmed or into is of
-// another type.
-func skimTarget(kind string, into runtime.Object) runtime.Object {
-	switch kind {
+// another type. Only meta.k8s.io/v1 is skimmed: the standard decoder
+// decodes another version, or none, into another type or refuses it.
+func skimTarget(tm metav1.TypeMeta, into runtime.Object) runtime.Object {
+	if tm.APIVersion != skimmedVersion {
+		return nil
+	}
+	switch tm.Kind {
 	case "PartialObjectMetadata":
 		if o, ok := into.(*metav1.PartialObjectMetadata); ok {
 			return o

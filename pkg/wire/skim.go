@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sjson "sigs.k8s.io/json"
@@ -101,7 +102,8 @@ func (s *skim) str() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !escaped {
+	// encoding/json reads each byte of invalid UTF-8 as U+FFFD.
+	if !escaped && utf8.Valid(raw) {
 		return string(raw), nil
 	}
 	var v string
@@ -109,6 +111,17 @@ func (s *skim) str() (string, error) {
 		return "", fmt.Errorf("decoding string: %w", err)
 	}
 	return v, nil
+}
+
+// strTo consumes a string into *v; null leaves *v as it was, as
+// encoding/json leaves a string field.
+func (s *skim) strTo(v *string) error {
+	if s.null() {
+		return nil
+	}
+	var err error
+	*v, err = s.str()
+	return err
 }
 
 // skip consumes any value.
@@ -194,18 +207,22 @@ func (s *skim) object(field func(key string) error) error {
 	}
 }
 
-// strMap consumes an object of strings (or null, read as nil).
-func (s *skim) strMap() (map[string]string, error) {
+// strMapTo consumes an object of strings into *m, adding to what it
+// holds, as encoding/json does when a key is repeated; null makes it nil.
+func (s *skim) strMapTo(m *map[string]string) error {
 	if s.null() {
-		return nil, nil
+		*m = nil
+		return nil
 	}
-	out := map[string]string{}
-	err := s.object(func(key string) error {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	out := *m
+	return s.object(func(key string) error {
 		v, err := s.str()
 		out[key] = v
 		return err
 	})
-	return out, err
 }
 
 // optStr consumes a string into a new *string; null leaves it nil.
@@ -220,17 +237,17 @@ func (s *skim) optStr() (*string, error) {
 // skimObject reads data into o, as specCodec's reflective decoding would.
 func skimObject(data []byte, o *SpecObject) error {
 	s := &skim{data: data}
-	return s.SpecObject(o)
+	return s.specObject(o)
 }
 
-func (s *skim) SpecObject(o *SpecObject) error {
+func (s *skim) specObject(o *SpecObject) error {
 	err := s.object(func(key string) error {
 		var err error
 		switch key {
 		case "apiVersion":
-			o.APIVersion, err = s.str()
+			err = s.strTo(&o.APIVersion)
 		case "kind":
-			o.Kind, err = s.str()
+			err = s.strTo(&o.Kind)
 		case "metadata":
 			err = s.meta(&o.Metadata)
 		case "spec":
@@ -249,13 +266,13 @@ func (s *skim) meta(m *SpecMeta) error {
 		var err error
 		switch key {
 		case "name":
-			m.Name, err = s.str()
+			err = s.strTo(&m.Name)
 		case "namespace":
-			m.Namespace, err = s.str()
+			err = s.strTo(&m.Namespace)
 		case "resourceVersion":
-			m.ResourceVersion, err = s.str()
+			err = s.strTo(&m.ResourceVersion)
 		case "labels":
-			m.Labels, err = s.strMap()
+			err = s.strMapTo(&m.Labels)
 		case "annotations":
 			err = s.annotations(&m.Annotations)
 		case "deletionTimestamp":
@@ -303,17 +320,26 @@ func (s *skim) spec(f *SpecFields) error {
 		var err error
 		switch key {
 		case "chart":
+			// Into the template already read, if the key is repeated, as
+			// encoding/json does; so are the references.
 			if s.null() {
+				f.Chart = nil
 				return nil
 			}
-			f.Chart = &ChartTemplate{}
+			if f.Chart == nil {
+				f.Chart = &ChartTemplate{}
+			}
+			if s.peek() == '"' {
+				// A HelmChart's: see ChartTemplate.UnmarshalJSON.
+				return s.skip()
+			}
 			err = s.chart(f.Chart)
 		case "chartRef":
-			f.ChartRef, err = s.optRef()
+			err = s.optRefTo(&f.ChartRef)
 		case "sourceRef":
-			f.SourceRef, err = s.optRef()
+			err = s.optRefTo(&f.SourceRef)
 		case "labels":
-			f.Labels, err = s.strMap()
+			err = s.strMapTo(&f.Labels)
 		default:
 			err = s.skip()
 		}
@@ -326,18 +352,19 @@ func (s *skim) chart(c *ChartTemplate) error {
 		switch key {
 		case "metadata":
 			if s.null() {
+				c.Metadata = nil
 				return nil
 			}
-			c.Metadata = &struct {
-				Labels map[string]string `json:"labels"`
-			}{}
+			if c.Metadata == nil {
+				c.Metadata = &struct {
+					Labels map[string]string `json:"labels"`
+				}{}
+			}
 			return s.object(func(key string) error {
 				if key != "labels" {
 					return s.skip()
 				}
-				var err error
-				c.Metadata.Labels, err = s.strMap()
-				return err
+				return s.strMapTo(&c.Metadata.Labels)
 			})
 		case "spec":
 			return s.object(func(key string) error {
@@ -351,12 +378,15 @@ func (s *skim) chart(c *ChartTemplate) error {
 	})
 }
 
-func (s *skim) optRef() (*SourceRef, error) {
+func (s *skim) optRefTo(r **SourceRef) error {
 	if s.null() {
-		return nil, nil
+		*r = nil
+		return nil
 	}
-	r := &SourceRef{}
-	return r, s.ref(r)
+	if *r == nil {
+		*r = &SourceRef{}
+	}
+	return s.ref(*r)
 }
 
 func (s *skim) ref(r *SourceRef) error {
@@ -364,11 +394,11 @@ func (s *skim) ref(r *SourceRef) error {
 		var err error
 		switch key {
 		case "kind":
-			r.Kind, err = s.str()
+			err = s.strTo(&r.Kind)
 		case "name":
-			r.Name, err = s.str()
+			err = s.strTo(&r.Name)
 		case "namespace":
-			r.Namespace, err = s.str()
+			err = s.strTo(&r.Namespace)
 		default:
 			err = s.skip()
 		}
@@ -383,9 +413,9 @@ func skimList(data []byte, l *specList) error {
 		var err error
 		switch key {
 		case "apiVersion":
-			l.APIVersion, err = s.str()
+			err = s.strTo(&l.APIVersion)
 		case "kind":
-			l.Kind, err = s.str()
+			err = s.strTo(&l.Kind)
 		case "metadata":
 			// The ListMeta is small: the reflective decoder reads it.
 			start := s.i
@@ -401,8 +431,13 @@ func skimList(data []byte, l *specList) error {
 	})
 }
 
+// items reads the items as encoding/json reads a slice, should the key be
+// repeated: each into the item already at its index, if any (past the
+// length, within the capacity, too), the slice then cut at the last one;
+// none is a new empty slice, and null none at all.
 func (s *skim) items(l *specList) error {
 	if s.null() {
+		l.Items = nil
 		return nil
 	}
 	if err := s.expect('['); err != nil {
@@ -410,11 +445,16 @@ func (s *skim) items(l *specList) error {
 	}
 	if s.peek() == ']' {
 		s.i++
+		l.Items = []SpecObject{}
 		return nil
 	}
-	for {
-		l.Items = append(l.Items, SpecObject{})
-		if err := s.SpecObject(&l.Items[len(l.Items)-1]); err != nil {
+	for i := 0; ; i++ {
+		if i < cap(l.Items) {
+			l.Items = l.Items[:max(i+1, len(l.Items))]
+		} else {
+			l.Items = append(l.Items, SpecObject{})
+		}
+		if err := s.specObject(&l.Items[i]); err != nil {
 			return err
 		}
 		switch s.peek() {
@@ -422,6 +462,7 @@ func (s *skim) items(l *specList) error {
 			s.i++
 		case ']':
 			s.i++
+			l.Items = l.Items[:i+1]
 			return nil
 		default:
 			return s.fail("expected ',' or ']'")
@@ -437,8 +478,11 @@ func skimEvent(data []byte, e *metav1.WatchEvent) error {
 		var err error
 		switch key {
 		case "type":
-			e.Type, err = s.str()
+			err = s.strTo(&e.Type)
 		case "object":
+			if s.null() {
+				return nil // as RawExtension reads it: no object
+			}
 			start := s.i
 			if err = s.skip(); err == nil {
 				e.Object.Raw = append(e.Object.Raw[:0], bytes.TrimSpace(s.data[start:s.i])...)
@@ -458,9 +502,7 @@ func skimKind(data []byte) (string, error) {
 		if key != "kind" {
 			return s.skip()
 		}
-		var err error
-		kind, err = s.str()
-		return err
+		return s.strTo(&kind)
 	})
 	return kind, err
 }

@@ -31,6 +31,7 @@ func TestSkimAgreesWithReflectiveDecoding(t *testing.T) {
 			" \"deletionTimestamp\" : \"2026-02-03T04:05:06Z\" } ,\t\"spec\" : { \"chart\" : null , \"sourceRef\" : null , \"labels\" : { } } }",
 		"chart without metadata": `{"kind":"HelmRelease","metadata":{"name":"a"},"spec":{"chart":{"spec":{"sourceRef":{"kind":"GitRepository","name":"g","namespace":"x"}}}}}`,
 		"chart metadata null":    `{"kind":"HelmRelease","metadata":{"name":"a"},"spec":{"chart":{"metadata":null,"spec":{"chart":"c"}}}}`,
+		"helmchart":              `{"kind":"HelmChart","metadata":{"name":"c"},"spec":{"chart":"podinfo","sourceRef":{"kind":"HelmRepository","name":"r"}}}`,
 		"helmop":                 `{"kind":"HelmOp","metadata":{"name":"op"},"spec":{"labels":{"fleet.cattle.io/shard-ref":"s1"},"helm":{"chart":"c"}}}`,
 		"empty":                  `{}`,
 	} {

@@ -65,6 +65,10 @@ func (f *skimFrameReader) next() ([]byte, error) {
 		s := skim{data: pending}
 		switch c := s.peek(); c {
 		case 0:
+			if s.i < len(pending) {
+				// A NUL byte, which peek returns as it does the end.
+				return nil, s.fail("expected an object")
+			}
 			f.start = f.end // white space only
 		case '{':
 			from := s.i

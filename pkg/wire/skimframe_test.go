@@ -80,6 +80,11 @@ func TestSkimFramer(t *testing.T) {
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "a stream cut within an event")
 	_, err = skimFramer{}.NewFrameReader(io.NopCloser(strings.NewReader(`"not an object"`))).Read(make([]byte, 64))
 	require.ErrorIs(t, err, errSyntax)
+	nul := skimFramer{}.NewFrameReader(io.NopCloser(strings.NewReader("{}\x00{}")))
+	_, err = nul.Read(make([]byte, 64))
+	require.NoError(t, err)
+	_, err = nul.Read(make([]byte, 64))
+	require.ErrorIs(t, err, errSyntax, "a NUL byte is not the end of what was read")
 	w := &bytes.Buffer{}
 	assert.Same(t, w, skimFramer{}.NewFrameWriter(w), "events are not written, nor framed")
 }

@@ -86,6 +86,17 @@ type ChartTemplate struct {
 	} `json:"spec"`
 }
 
+// UnmarshalJSON implements json.Unmarshaler. A HelmChart's spec.chart is
+// not a template but the name of its chart, which nothing reads: it must
+// not make every HelmChart unreadable, and is read as an empty template.
+func (c *ChartTemplate) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return nil
+	}
+	type template ChartTemplate // without this method
+	return sjson.UnmarshalCaseSensitivePreserveInts(b, (*template)(c))
+}
+
 // SourceRef is a Flux cross-object reference; Namespace is empty in a
 // HelmChart's, which is always its own namespace's.
 type SourceRef struct {

@@ -18,7 +18,7 @@ func TestStockKeepsWhatTheSkimmerKeeps(t *testing.T) {
 		"no chart labels": helmRelease("web", "s1", ""),
 		"being deleted":   `{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease","metadata":{"name":"a","namespace":"n","resourceVersion":"3","deletionTimestamp":"2026-02-03T04:05:06Z","annotations":{"shardkeeper.io/assigned-at":"2026-01-01T00:00:00Z","other":"x"}},"spec":{"chartRef":{"kind":"OCIRepository","name":"o","namespace":"src"}}}`,
 		"a HelmOp":        `{"apiVersion":"fleet.cattle.io/v1alpha1","kind":"HelmOp","metadata":{"name":"op","namespace":"fleet-default","labels":{"fleet.cattle.io/shard-ref":"s2"}},"spec":{"labels":{"team":"b"}}}`,
-		"a HelmChart":     `{"apiVersion":"source.toolkit.fluxcd.io/v1","kind":"HelmChart","metadata":{"name":"c","namespace":"apps"},"spec":{"sourceRef":{"kind":"GitRepository","name":"git"}}}`,
+		"a HelmChart":     `{"apiVersion":"source.toolkit.fluxcd.io/v1","kind":"HelmChart","metadata":{"name":"c","namespace":"apps"},"spec":{"chart":"podinfo","sourceRef":{"kind":"GitRepository","name":"git"}}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			skimmed := decode(t, data)

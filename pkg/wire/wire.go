@@ -5,9 +5,10 @@
 // JSON (skim.go); and the initial state of a kind goes into a Store as it
 // arrives, a page or an object at a time, never held whole (InitialSync).
 //
-// The skimmers exist for memory and CPU at a million objects
-// (docs/performance.md); FuzzMetaProtobuf and FuzzSpecJSON hold them to what
-// apimachinery's decoders give for every field they keep.
+// The skimmers exist for memory and CPU at many objects
+// (docs/performance.md); FuzzMetaProtobuf, FuzzSpecJSON and FuzzSkimFramer
+// hold them to what apimachinery's decoders give for every field they keep.
+// Stock reads the same with client-go's own clients: the reference.
 //
 // It is the daemon's own: not a supported API, and it may change in any
 // release.
