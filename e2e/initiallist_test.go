@@ -49,6 +49,14 @@ func TestInitialStateEitherWay(t *testing.T) {
 			}}}
 			_, err := dyn.Resource(helmReleases).Namespace(s.fleetNS).Create(s.ctx, hr, metav1.CreateOptions{})
 			require.NoError(t, err)
+			// A HelmChart's spec.chart is its chart's name, where a
+			// HelmRelease's is a template: read either way.
+			require.NoError(t, installCRD(s.ctx, fluxHelmCharts))
+			hc := testfixture.Object(fluxHelmCharts, s.fleetNS, "podinfo-chart", source.FluxShardKeyLabel, shard)
+			hc.Object["spec"] = map[string]any{"chart": "podinfo", "interval": "5m",
+				"sourceRef": map[string]any{"kind": "HelmRepository", "name": "podinfo"}}
+			_, err = dyn.Resource(fluxHelmCharts).Namespace(s.fleetNS).Create(s.ctx, hc, metav1.CreateOptions{})
+			require.NoError(t, err)
 
 			s.start(tc.arg)
 			s.waitShards(shard)
@@ -63,9 +71,9 @@ func TestInitialStateEitherWay(t *testing.T) {
 					return fmt.Errorf("shards %+v", s.status().Shards)
 				})
 			}
-			counted("the status counts the objects made before the start", map[string]int{"gitrepos": 3, "helmreleases": 2})
+			counted("the status counts the objects made before the start", map[string]int{"gitrepos": 3, "helmreleases": 2, "helmcharts": 1})
 			s.object(gitRepos, "after", fleetLabel, shard)
-			counted("the status counts an object made after the start", map[string]int{"gitrepos": 4, "helmreleases": 2})
+			counted("the status counts an object made after the start", map[string]int{"gitrepos": 4, "helmreleases": 2, "helmcharts": 1})
 			named := "helmreleases " + s.fleetNS + "/podinfo"
 			eventually(t, time.Minute, "the status names the release", func() error {
 				c := s.status().Warnings.CrossShard
