@@ -568,7 +568,7 @@ func agree(t *testing.T, what string, data []byte, wantErr, gotErr error, strict
 	case strict:
 		t.Errorf("the skimmer refused %s that apimachinery made and reads: %v\n%q", what, gotErr, data)
 	default:
-		t.Logf("the skimmer refused %s that apimachinery reads: %v", what, gotErr)
+		t.Logf("the skimmer refused %s that apimachinery reads: %v\n%q", what, gotErr, data[:min(len(data), 512)])
 	}
 	return false
 }
