@@ -203,7 +203,8 @@ func (c *choices) partial() *metav1.PartialObjectMetadata {
 }
 
 // partialTypeMeta is mostly what the API server sends; the other versions
-// are ones the standard decoder may refuse, the skimmer does not look.
+// the standard decoder decodes into another type or refuses, and the
+// skimmer hands to it.
 func (c *choices) partialTypeMeta(kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: c.pick("meta.k8s.io/v1", "meta.k8s.io/v1", "meta.k8s.io/v1", "meta.k8s.io/v1beta1", "v1", ""), Kind: kind}
 }
