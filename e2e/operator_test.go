@@ -275,6 +275,16 @@ func TestAdmissionAtThePrompt(t *testing.T) {
 	require.NoError(t, err, errOut)
 	assert.NotContains(t, errOut, "Warning")
 	s.waitShards("shard0")
+	// The status follows the deletion at its own pace: the two reads below
+	// must see the same one.
+	eventually(t, time.Minute, "the status reports shard1 deleted", func() error {
+		for _, sh := range s.status().Shards {
+			if sh.ID == "shard1" {
+				return fmt.Errorf("shard1 still reported: %+v", sh)
+			}
+		}
+		return nil
+	})
 
 	// The binary on the PATH as kubectl-shardkeeper is `kubectl shardkeeper`.
 	pluginDir := t.TempDir()
