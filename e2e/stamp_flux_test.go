@@ -75,7 +75,13 @@ func TestFluxObjectsBornOnTheirShard(t *testing.T) {
 	// daemon records the first wave's namespaces on the shards they were
 	// born on, so the second is stamped from the records of a round and
 	// the first from the records of none.
-	fs.waitStamping(fluxGitRepositories, fs.bornObject(fluxObject{fluxGitRepositories, "probe"}, namespaces[0]), fluxLabel)
+	// Each kind is probed: the API server refuses with 503 the create of a
+	// custom resource a mutating policy matches until its 5-second poll of
+	// /openapi/v3 has seen the kind's group version
+	// (k8s.io/apiserver pkg/admission/plugin/policy/mutating/patch/typeconverter.go).
+	for _, gvr := range []schema.GroupVersionResource{fluxGitRepositories, fluxKustomizations, fluxHelmRepositories, helmReleases} {
+		fs.waitStamping(gvr, fs.bornObject(fluxObject{gvr, "probe"}, namespaces[0]), fluxLabel)
+	}
 	born := fs.bornBurst(append(slices.Clone(namespaces[:2]), control))
 	shardOf := fs.namespaceShards(born, namespaces[:2])
 	fs.waitStampRecords(shardOf)
