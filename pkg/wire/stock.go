@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -75,14 +76,22 @@ func (s *Stock) Spec(gvr schema.GroupVersionResource) ListerWatcher {
 }
 
 // specEvent converts a watch event's object to *SpecObject; an error
-// event's Status goes through as it is, and so does an object that does
-// not convert, for the reflector to refuse as a type it did not expect.
+// event's Status goes through as it is. An object that does not convert
+// ends the watch with an error event, as an event the skimmer cannot
+// decode ends its stream (apimachinery's StreamWatcher): the reflector
+// would otherwise log the unexpected type and go on without the event,
+// and the cache would keep the object's older version for good.
 func specEvent(ev watch.Event) (watch.Event, bool) {
-	if u, ok := ev.Object.(*unstructured.Unstructured); ok {
-		if o, err := specFromUnstructured(u); err == nil {
-			ev.Object = o
-		}
+	u, ok := ev.Object.(*unstructured.Unstructured)
+	if !ok {
+		return ev, true
 	}
+	o, err := specFromUnstructured(u)
+	if err != nil {
+		status := apierrors.NewInternalError(err).ErrStatus
+		return watch.Event{Type: watch.Error, Object: &status}, true
+	}
+	ev.Object = o
 	return ev, true
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -51,4 +53,22 @@ func TestStockListAndEvents(t *testing.T) {
 	o, ok := ev.Object.(*SpecObject)
 	require.True(t, ok, "the event's object is a %T", ev.Object)
 	assert.Equal(t, "a", o.Name)
+}
+
+// An object the stock path cannot convert ends the watch with an error,
+// which the reflector reports and restarts from; passed through, it would
+// be dropped as an unexpected type and its older version kept.
+func TestStockWatchEndsOnAnObjectItCannotConvert(t *testing.T) {
+	u := unstructured.Unstructured{}
+	require.NoError(t, json.Unmarshal([]byte(`{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease","metadata":{"name":"a","namespace":"n"},"spec":{"chartRef":"not an object"}}`), &u.Object))
+	ev, keep := specEvent(watch.Event{Type: watch.Modified, Object: &u})
+	assert.True(t, keep)
+	require.Equal(t, watch.Error, ev.Type)
+	err := apierrors.FromObject(ev.Object)
+	assert.True(t, apierrors.IsInternalError(err), "an internal error, not %v", err)
+	assert.ErrorContains(t, err, "HelmRelease n/a")
+
+	status := metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonExpired}
+	ev, _ = specEvent(watch.Event{Type: watch.Error, Object: &status})
+	assert.Same(t, &status, ev.Object, "the API server's own error goes through")
 }
