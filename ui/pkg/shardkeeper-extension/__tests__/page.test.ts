@@ -176,6 +176,21 @@ describe('removing a shard', () => {
     expect(w.find('[role="dialog"]').exists()).toBe(false);
   });
 
+  it('says, with placement, that the shard is drained, as the daemon does', async() => {
+    const store = new MockStore('shard0,gpu');
+
+    store.shardConfigMap.data.placement = 'namespaces: [apps]';
+    const w = await mountPage(store);
+
+    await w.get('[data-testid="sk-remove-shard0"]').trigger('click');
+    await flushPromises();
+    const kept = w.get('[data-testid="sk-remove-kept"]').text();
+
+    expect(kept).toContain('It will be kept (Draining), its controllers running, until placement moves these objects');
+    expect(kept).toContain('or Blocked while one is pinned by a label set by hand');
+    expect(kept).not.toContain('(Blocked)');
+  });
+
   it('forces only when asked, as the dangerous choice', async() => {
     const store = new MockStore('shard0,gpu');
     const w = await mountPage(store);
