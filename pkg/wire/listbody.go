@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	sjson "sigs.k8s.io/json"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,16 +73,57 @@ var metaListCodec = sync.OnceValue(func() runtime.Decoder {
 // decodeMetaList decodes a metadata list's body: protobuf, skimmed, or
 // JSON, the other type acceptPartialList allows. The body's content type
 // is not at hand (Stream returns the body alone); protobuf's magic prefix
-// tells them apart, as it cannot begin JSON.
+// tells them apart, as it cannot begin JSON. A body that is not a list is
+// refused as the metadata client refuses it (see listOnly).
 func decodeMetaList(data []byte, list *metav1.PartialObjectMetadataList) error {
 	if bytes.HasPrefix(data, protoMagic) {
-		if _, _, err := metaListCodec().Decode(data, nil, list); err != nil {
+		out, _, err := metaListCodec().Decode(data, nil, nil)
+		if err != nil {
 			return fmt.Errorf("decoding the list: %w", err)
 		}
-		return nil
+		switch o := out.(type) {
+		case *metav1.PartialObjectMetadataList:
+			*list = *o
+			return nil
+		case *metav1.Status:
+			return statusError(o)
+		default:
+			return fmt.Errorf("decoding the list: the body is a %T, not a list", out)
+		}
 	}
 	if err := sjson.UnmarshalCaseSensitivePreserveInts(data, list); err != nil {
 		return fmt.Errorf("decoding the list: %w", err)
 	}
+	return listOnly(data, list.Kind)
+}
+
+// listOnly refuses a JSON list response of kind kind that is not a list.
+// The list is read with Stream, which returns a 2xx body as it is, where
+// client-go's Do makes a Status in it the request's error
+// (rest.Request.transformResponse) and the metadata and dynamic clients
+// refuse anything else that is not a list. Decoded as a list, it would be
+// an empty one, and the reflector would empty the cache of that kind: the
+// guard would count no object on any shard.
+func listOnly(data []byte, kind string) error {
+	if kind == "Status" {
+		var st metav1.Status
+		if err := sjson.UnmarshalCaseSensitivePreserveInts(data, &st); err != nil {
+			return fmt.Errorf("decoding the Status the list request returned: %w", err)
+		}
+		return statusError(&st)
+	}
+	if !strings.HasSuffix(kind, "List") {
+		return fmt.Errorf("decoding the list: the body is a %q, not a list", kind)
+	}
 	return nil
+}
+
+// statusError is the error of a Status a list request returned with a 2xx
+// code: its own for a failure, as client-go makes it, and one that says so
+// otherwise (client-go would hand the Status on as an empty list).
+func statusError(st *metav1.Status) error {
+	if st.Status != metav1.StatusSuccess {
+		return apierrors.FromObject(st)
+	}
+	return fmt.Errorf("decoding the list: the body is a %s Status, not a list", st.Status)
 }

@@ -131,3 +131,53 @@ func TestSpecListThroughPooledBuffer(t *testing.T) {
 	require.Len(t, list.Items, 2)
 	assert.Equal(t, "b", list.Items[1].Name)
 }
+
+// A list request answered with a 2xx body that is not a list, such as a
+// Status from a proxy on the way, is the request's error, as client-go's
+// Do and its clients make it: read as an empty list, it would empty the
+// cache of the kind, and the guard would count none of its objects.
+func TestAListRequestRefusesABodyThatIsNotAList(t *testing.T) {
+	gone := &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+		Status: metav1.StatusFailure, Reason: metav1.StatusReasonGone, Code: http.StatusGone, Message: "gone"}
+	ok := &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusSuccess}
+	asJSON := func(o any) []byte {
+		b, err := json.Marshal(o)
+		require.NoError(t, err)
+		return b
+	}
+	beta := listPage("x", 1, "")
+	beta.APIVersion = "meta.k8s.io/v1beta1"
+	for name, c := range map[string]struct {
+		body   []byte
+		isGone bool
+	}{
+		"a failed Status, protobuf": {encode(t, gone), true},
+		"a failed Status, JSON":     {asJSON(gone), true},
+		"a Success Status, JSON":    {asJSON(ok), false},
+		"a v1beta1 list, protobuf":  {encode(t, beta), false},
+		"a JSON list with no kind":  {[]byte(`{"metadata":{"resourceVersion":"5"},"items":[]}`), false},
+		"a JSON object":             {[]byte(`{"kind":"GitRepo","metadata":{"name":"a"}}`), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			list := &metav1.PartialObjectMetadataList{}
+			err := decodeMetaList(c.body, list)
+			require.Error(t, err)
+			assert.Equal(t, c.isGone, apierrors.IsGone(err), "the Status's own error: %v", err)
+		})
+	}
+
+	for name, body := range map[string][]byte{"a failed Status": asJSON(gone), "an object": []byte(helmRelease("a", "s1", ""))} {
+		t.Run("HelmReleases, "+name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(body)
+			}))
+			t.Cleanup(srv.Close)
+			client, err := specClientFor(&rest.Config{Host: srv.URL})
+			require.NoError(t, err)
+			lw := specListWatch(client, schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"})
+			_, err = lw.ListWithContext(context.Background(), metav1.ListOptions{Limit: 500})
+			require.Error(t, err)
+		})
+	}
+}

@@ -73,7 +73,12 @@ func specListWatch(client rest.Interface, gvr schema.GroupVersionResource) *cach
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			list := &specList{}
 			req := client.Get().AbsPath(base).VersionedParams(&o, metav1.ParameterCodec)
-			err := readList(ctx, req, func(body []byte) error { return skimList(body, list) })
+			err := readList(ctx, req, func(body []byte) error {
+				if err := skimList(body, list); err != nil {
+					return err
+				}
+				return listOnly(body, list.Kind)
+			})
 			if err != nil {
 				return nil, fmt.Errorf("listing %s: %w", gvr.Resource, err)
 			}

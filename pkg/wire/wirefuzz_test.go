@@ -516,15 +516,17 @@ func checkMetaObject(t *testing.T, std runtime.Serializer, data []byte, into fun
 	assert.Equal(t, *wantGVK, *gotGVK, "the kind returned")
 }
 
-// checkDecodeMetaList checks decodeMetaList against what client-go's
-// Into does with the body: decode it into the list, and make a failed
-// Status that it finds instead the error.
+// checkDecodeMetaList checks decodeMetaList against what the metadata
+// client's List does with the body: decode it as whatever it is, make a
+// failed Status the error, and refuse anything but a v1 list.
 func checkDecodeMetaList(t *testing.T, std runtime.Serializer, data []byte, strict bool) {
 	t.Helper()
-	want := &metav1.PartialObjectMetadataList{}
-	out, _, wantErr := std.Decode(data, nil, want)
+	out, _, wantErr := std.Decode(data, nil, nil)
+	want, isList := out.(*metav1.PartialObjectMetadataList)
 	if st, ok := out.(*metav1.Status); ok && wantErr == nil && st.Status != metav1.StatusSuccess {
 		wantErr = apierrors.FromObject(st)
+	} else if wantErr == nil && !isList {
+		wantErr = fmt.Errorf("a %T, not a list", out)
 	}
 	got := &metav1.PartialObjectMetadataList{}
 	gotErr := decodeMetaList(data, got)
