@@ -28,6 +28,16 @@ function data(c: ConfigCase): Record<string, string> {
 }
 
 describe('the shard list, on the daemon\'s corpus', () => {
+  // In Rancher the extension's js-yaml is the dashboard's (Shell's build
+  // makes it an external, __jsyaml), so the corpus is read with that
+  // version here too, not with one another package brought in.
+  it('is read with Shell\'s js-yaml', () => {
+    const shell = JSON.parse(readFileSync(require.resolve('@rancher/shell/package.json'), 'utf8'));
+    const ours = JSON.parse(readFileSync(require.resolve('js-yaml/package.json'), 'utf8'));
+
+    expect(ours.version).toBe(shell.dependencies['js-yaml']);
+  });
+
   it('has cases', () => {
     expect(corpus.configs.length).toBeGreaterThan(0);
   });
