@@ -2,9 +2,7 @@ package docs_test
 
 import (
 	"bufio"
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
 // securityPage holds the table of the rights the chart grants, under
@@ -45,7 +45,7 @@ var (
 // name or none, and a verb. It needs Helm, which make builds and passes as
 // $SHARDKEEPER_BIN_DIR/helm.
 func TestRightsTableIsTheChart(t *testing.T) {
-	helm := helmOf(t)
+	helm := testfixture.Helm(t)
 	always, all := rightsTable(t)
 	for _, c := range []struct {
 		what  string
@@ -59,18 +59,6 @@ func TestRightsTableIsTheChart(t *testing.T) {
 		assert.Empty(t, missing(chart, c.table), "%s, %s: granted by the chart, not in the table", securityPage, c.what)
 		assert.Empty(t, missing(c.table, chart), "%s, %s: in the table, not granted by the chart", securityPage, c.what)
 	}
-}
-
-// helmOf returns make's Helm, $SHARDKEEPER_BIN_DIR/helm.
-func helmOf(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("SHARDKEEPER_BIN_DIR") == "" {
-		t.Skip("$SHARDKEEPER_BIN_DIR is not set: make test-unit and make chart-test run this test with the Helm they build")
-	}
-	helm := filepath.Join(os.Getenv("SHARDKEEPER_BIN_DIR"), "helm")
-	_, err := os.Stat(helm)
-	require.NoError(t, err, "no Helm at $SHARDKEEPER_BIN_DIR/helm: build it with make helm")
-	return helm
 }
 
 // missing is what of want got lacks.
@@ -195,16 +183,7 @@ func rendered(t *testing.T, helm string, args []string) []string {
 // template is `helm template` of the chart with args, as make's Helm runs it.
 func template(t *testing.T, helm string, args []string) string {
 	t.Helper()
-	bin := filepath.Dir(helm)
-	cmd := exec.CommandContext(t.Context(), helm, append([]string{"template", release, filepath.Join(root, "charts/shardkeeper"),
-		"--namespace", "cattle-fleet-system"}, args...)...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
-		"HELM_CONFIG_HOME="+bin+"/.helm/config", "HELM_DATA_HOME="+bin+"/.helm/data")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
-	return string(out)
+	return testfixture.HelmTemplate(t, helm, release, filepath.Join(root, "charts/shardkeeper"), "cattle-fleet-system", args...)
 }
 
 func right(scope, resource, name, verb string) string {
@@ -223,7 +202,7 @@ func normal(rights []string) []string {
 // patched or stamped, and a GitRepo is read before a move; a kind of one's
 // own is placed.
 func TestMappedKindsKeepThePresetsRights(t *testing.T) {
-	helm := helmOf(t)
+	helm := testfixture.Helm(t)
 	args := []string{"--set", "placement.enabled=true", "--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
 		"--set", "mappedKinds={gitrepos.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref,bundles.v1alpha1.fleet.cattle.io=fleet.cattle.io/shard-ref,widgets.v1.example.com=example.com/shard}"}
 	rights := rendered(t, helm, args)

@@ -11,12 +11,9 @@
 package admission
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,34 +199,13 @@ func TestStampPolicy(t *testing.T) {
 	})
 }
 
-// helmOf returns make's Helm, $SHARDKEEPER_BIN_DIR/helm, as docs/ does.
-func helmOf(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("SHARDKEEPER_BIN_DIR") == "" {
-		t.Skip("$SHARDKEEPER_BIN_DIR is not set: make test-unit runs this test with the Helm it builds")
-	}
-	helm := filepath.Join(os.Getenv("SHARDKEEPER_BIN_DIR"), "helm")
-	_, err := os.Stat(helm)
-	require.NoError(t, err, "no Helm at $SHARDKEEPER_BIN_DIR/helm: build it with make helm")
-	return helm
-}
-
 // render returns the chart's documents of kind, rendered by `helm
 // template` with args.
 func render[T any](t *testing.T, kind string, args ...string) []*T {
 	t.Helper()
-	helm := helmOf(t)
-	bin := filepath.Dir(helm)
-	cmd := exec.CommandContext(t.Context(), helm, append([]string{"template", release, filepath.Join(root, "charts", "shardkeeper"),
-		"--namespace", namespace}, args...)...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
-		"HELM_CONFIG_HOME="+bin+"/.helm/config", "HELM_DATA_HOME="+bin+"/.helm/data")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
+	out := testfixture.HelmTemplate(t, testfixture.Helm(t), release, filepath.Join(root, "charts", "shardkeeper"), namespace, args...)
 	var docs []*T
-	for doc := range strings.SplitSeq(string(out), "\n---\n") {
+	for doc := range strings.SplitSeq(out, "\n---\n") {
 		var meta metav1.TypeMeta
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
 		if meta.Kind != kind {

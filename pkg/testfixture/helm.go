@@ -1,0 +1,40 @@
+package testfixture
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Helm returns make's Helm, $SHARDKEEPER_BIN_DIR/helm, and skips the test
+// when the variable is not set: make test-unit sets it.
+func Helm(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("SHARDKEEPER_BIN_DIR") == "" {
+		t.Skip("$SHARDKEEPER_BIN_DIR is not set: make test-unit runs this test with the Helm it builds")
+	}
+	helm := filepath.Join(os.Getenv("SHARDKEEPER_BIN_DIR"), "helm")
+	_, err := os.Stat(helm)
+	require.NoError(t, err, "no Helm at $SHARDKEEPER_BIN_DIR/helm: build it with make helm")
+	return helm
+}
+
+// HelmTemplate is `helm template release chart --namespace namespace
+// args...` with helm, Helm's own directories beside it as make keeps
+// them, so that nothing of the user's Helm set-up changes what renders.
+func HelmTemplate(t *testing.T, helm, release, chart, namespace string, args ...string) string {
+	t.Helper()
+	bin := filepath.Dir(helm)
+	cmd := exec.CommandContext(t.Context(), helm, append([]string{"template", release, chart, "--namespace", namespace}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
+		"HELM_CONFIG_HOME="+bin+"/.helm/config", "HELM_DATA_HOME="+bin+"/.helm/data")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
+	return string(out)
+}
