@@ -18,10 +18,10 @@
 // a client-go shared informer on the Deployments of each source's
 // namespace (all of them, as the daemon's informers hold them) and decides
 // from that cache what to create and delete, rather than from memory. Its
-// clones are named informer-<source>-<id>. Its client speaks protobuf with
-// compression off, as the daemon's does, so that each watch event costs it
-// no more to decode than it costs the daemon: what the daemon spends
-// beyond it is then the daemon's own work. Its informers have no event
+// clones are named informer-<source>-<id>. Its client, as the ideal
+// controller's, speaks protobuf with compression off, as the daemon's does,
+// so that each watch event costs it no more to decode than it costs the
+// daemon: what the daemon spends beyond it is then the daemon's own work. Its informers have no event
 // handlers: it acts on the ConfigMap alone, so that it sends the same
 // writes as the ideal controller. It decides from the cache as it is when
 // the ConfigMap's event arrives, with no check for writes it has not seen
@@ -82,7 +82,7 @@ func run() error {
 	if !ok || len(sources) == 0 {
 		return errors.New("--configmap namespace/name and at least one --source are required")
 	}
-	client, err := newClient(*kubeconfig, *informer)
+	client, err := newClient(*kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -108,19 +108,18 @@ func run() error {
 	return c.follow(ctx, cmNS, cmName)
 }
 
-// newClient is a client without a rate limit; the informer reference's
-// speaks protobuf without compression, as the daemon's does.
-func newClient(kubeconfig string, informer bool) (kubernetes.Interface, error) {
+// newClient is a client without a rate limit that speaks protobuf
+// without compression, as the daemon's does: a reference that spent more
+// on encoding its writes than the daemon would flatter the daemon.
+func newClient(kubeconfig string) (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
 	}
 	cfg.QPS, cfg.Burst = 1e6, 1e6
-	if informer {
-		cfg.ContentType = runtime.ContentTypeProtobuf
-		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-		cfg.DisableCompression = true
-	}
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.DisableCompression = true
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
