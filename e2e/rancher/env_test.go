@@ -24,8 +24,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/shardkeeper/shardkeeper/e2e/cluster"
+	"github.com/shardkeeper/shardkeeper/e2e/seed"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
 
@@ -167,30 +166,10 @@ func (e *env) seed(ctx context.Context) error {
 			return fmt.Errorf("CRD %s: %w", crd.GetName(), err)
 		}
 	}
-	for _, ns := range []string{chartNS, fluxNS, objectNS} {
-		if err := ignoreExists(e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})); err != nil {
-			return fmt.Errorf("namespace %s: %w", ns, err)
-		}
+	if err := seed.Namespaces(ctx, e.kube, chartNS, fluxNS, objectNS); err != nil {
+		return err
 	}
-	for _, sa := range append(testfixture.FleetServiceAccounts(chartNS), testfixture.FluxServiceAccounts(fluxNS)...) {
-		if err := ignoreExists(e.kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})); err != nil {
-			return fmt.Errorf("serviceaccount %s: %w", sa.Name, err)
-		}
-	}
-	for _, d := range []*appsv1.Deployment{
-		testfixture.FleetController(chartNS), testfixture.Gitjob(chartNS), testfixture.HelmOpsController(chartNS),
-		testfixture.SourceController(fluxNS, true), testfixture.KustomizeController(fluxNS, true), testfixture.HelmController(fluxNS, true),
-	} {
-		if err := ignoreExists(e.kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})); err != nil {
-			return fmt.Errorf("deployment %s: %w", d.Name, err)
-		}
-	}
-	for _, svc := range append(testfixture.FleetMetricsServices(chartNS), testfixture.SourceControllerService(fluxNS)) {
-		if err := ignoreExists(e.kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})); err != nil {
-			return fmt.Errorf("service %s: %w", svc.Name, err)
-		}
-	}
-	return nil
+	return seed.Controllers(ctx, e.kube, chartNS, fluxNS)
 }
 
 // serveRepo serves the project's Helm repository on loopback, as a user's
@@ -375,12 +354,5 @@ func (e *env) addHost(name string) error {
 	}
 	defer f.Close()
 	_, err = fmt.Fprintln(f, line)
-	return err
-}
-
-func ignoreExists[T any](_ T, err error) error {
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
 	return err
 }

@@ -14,15 +14,13 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/shardkeeper/shardkeeper/e2e/seed"
 	"github.com/shardkeeper/shardkeeper/pkg/source"
 	"github.com/shardkeeper/shardkeeper/pkg/testfixture"
 )
@@ -32,7 +30,7 @@ func main() {
 	impersonate := flag.String("impersonate", "", "a ServiceAccount NAMESPACE/NAME: write a kubeconfig that acts as it")
 	out := flag.String("impersonating-kubeconfig", "", "where to write the kubeconfig for --impersonate")
 	flag.Parse()
-	if err := seed(*kubeconfig); err != nil {
+	if err := fill(*kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "demoseed:", err)
 		os.Exit(1)
 	}
@@ -66,10 +64,10 @@ func writeImpersonating(kubeconfig, sa, out string) error {
 	return nil
 }
 
-// seed creates, in order, what each next step needs: the namespaces, the
+// fill creates, in order, what each next step needs: the namespaces, the
 // CRDs, the controllers, and once the CRDs are served, the mapped objects.
 // What exists already is left as it is, so that a second run is harmless.
-func seed(kubeconfig string) error {
+func fill(kubeconfig string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -84,17 +82,15 @@ func seed(kubeconfig string) error {
 	if err != nil {
 		return fmt.Errorf("building the dynamic client: %w", err)
 	}
-	for _, ns := range []string{fleetNS, fluxNS, objectsNS} {
-		if err := ignoreExists(kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})); err != nil {
-			return fmt.Errorf("namespace %s: %w", ns, err)
-		}
+	if err := seed.Namespaces(ctx, kube, fleetNS, fluxNS, objectsNS); err != nil {
+		return err
 	}
 	for _, gvr := range mappedKinds() {
-		if err := ignoreExists(dyn.Resource(testfixture.CRDs).Create(ctx, testfixture.CRD(gvr), metav1.CreateOptions{})); err != nil {
+		if err := seed.IgnoreExists(dyn.Resource(testfixture.CRDs).Create(ctx, testfixture.CRD(gvr), metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("CRD %s: %w", gvr.Resource, err)
 		}
 	}
-	if err := createControllers(ctx, kube); err != nil {
+	if err := seed.Controllers(ctx, kube, fleetNS, fluxNS); err != nil {
 		return err
 	}
 	if err := waitServed(ctx, dyn); err != nil {
@@ -106,31 +102,6 @@ func seed(kubeconfig string) error {
 // The namespaces the demo fills: Fleet's and Flux's own, and the one of
 // the mapped objects.
 const fleetNS, fluxNS, objectsNS = "cattle-fleet-system", "flux-system", "fleet-default"
-
-// createControllers creates Fleet's and Flux's controller Deployments with
-// their ServiceAccounts (they run as their own, as installed), Fleet's
-// metrics Services and source-controller's Service.
-func createControllers(ctx context.Context, kube kubernetes.Interface) error {
-	for _, sa := range append(testfixture.FleetServiceAccounts(fleetNS), testfixture.FluxServiceAccounts(fluxNS)...) {
-		if err := ignoreExists(kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})); err != nil {
-			return fmt.Errorf("serviceaccount %s: %w", sa.Name, err)
-		}
-	}
-	for _, d := range []*appsv1.Deployment{
-		testfixture.FleetController(fleetNS), testfixture.Gitjob(fleetNS), testfixture.HelmOpsController(fleetNS),
-		testfixture.SourceController(fluxNS, true), testfixture.KustomizeController(fluxNS, true), testfixture.HelmController(fluxNS, true),
-	} {
-		if err := ignoreExists(kube.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})); err != nil {
-			return fmt.Errorf("deployment %s: %w", d.Name, err)
-		}
-	}
-	for _, svc := range append(testfixture.FleetMetricsServices(fleetNS), testfixture.SourceControllerService(fluxNS)) {
-		if err := ignoreExists(kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})); err != nil {
-			return fmt.Errorf("service %s: %w", svc.Name, err)
-		}
-	}
-	return nil
-}
 
 // waitServed waits until every mapped kind can be listed: the CRDs are
 // served a moment after they are created.
@@ -166,7 +137,7 @@ func createObjects(ctx context.Context, dyn dynamic.Interface) error {
 		if gvr == testfixture.HelmReleases {
 			label = source.FluxShardKeyLabel
 		}
-		if err := ignoreExists(dyn.Resource(gvr).Namespace(objectsNS).Create(ctx, testfixture.Object(gvr, objectsNS, o.name, label, o.shard), metav1.CreateOptions{})); err != nil {
+		if err := seed.IgnoreExists(dyn.Resource(gvr).Namespace(objectsNS).Create(ctx, testfixture.Object(gvr, objectsNS, o.name, label, o.shard), metav1.CreateOptions{})); err != nil {
 			return fmt.Errorf("%s %s: %w", gvr.Resource, o.name, err)
 		}
 	}
@@ -175,12 +146,4 @@ func createObjects(ctx context.Context, dyn dynamic.Interface) error {
 
 func mappedKinds() []schema.GroupVersionResource {
 	return []schema.GroupVersionResource{testfixture.GitRepos, testfixture.HelmOps, testfixture.HelmReleases}
-}
-
-// ignoreExists makes seeding repeatable.
-func ignoreExists[T any](_ T, err error) error {
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
 }
