@@ -157,15 +157,18 @@ func TestPooledRowsReadTheTargetsOverEveryRun(t *testing.T) {
 	assert.Equal(t, []string{"50.00 ms", "42.50 ms (40.00–45.00) (informer reference)"}, cpu[1:3])
 	assert.True(t, strings.HasPrefix(cpu[3], "1.18x ("), cpu[3])
 	assert.Equal(t, "met", cpu[5])
+	assert.Contains(t, report, "Every pooled target was met.")
 
 	// b's daemon a little slower: 111 ms against 100, missed.
 	b.Convergence[0].DaemonUp[0].Took = 114 * ms
 	p, err := pool(paths, []*results{a, b})
 	require.NoError(t, err)
 	b.Pool = p
-	up = pooledRows(t, renderString(t, "report", b))["convergence 0→20 shards: 80 Deployments created, 6 (3 + 3)"]
+	report = renderString(t, "report", b)
+	up = pooledRows(t, report)["convergence 0→20 shards: 80 Deployments created, 6 (3 + 3)"]
 	require.NotNil(t, up)
 	assert.Equal(t, []string{"1.11x", "**missed**"}, []string{strings.Fields(up[3])[0], up[5]})
+	assert.Contains(t, report, "**Pooled targets missed: 1 of 4**")
 
 	// A report not pooled has no such section.
 	assert.NotContains(t, renderString(t, "report", a), "pooled")

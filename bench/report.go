@@ -68,6 +68,7 @@ func render(w io.Writer, name string, r *results) error {
 			return "**missed**"
 		},
 		"checked": func() int { return checked },
+		"minus":   func(a, b int) int { return a - b },
 		"missed":  func() int { return missed },
 		"took":    func(s []step) []time.Duration { return project(s, func(s step) time.Duration { return s.Took }) },
 		"cpu":     func(s []step) []time.Duration { return project(s, func(s step) time.Duration { return s.CPU }) },
