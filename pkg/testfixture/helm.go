@@ -18,7 +18,7 @@ func Helm(t *testing.T) string {
 		t.Skip("$SHARDKEEPER_BIN_DIR is not set: make test-unit runs this test with the Helm it builds")
 	}
 	helm := filepath.Join(os.Getenv("SHARDKEEPER_BIN_DIR"), "helm")
-	_, err := os.Stat(helm)
+	_, err := os.Stat(helm) //nolint:gosec // G703: make's own bin directory, by design
 	require.NoError(t, err, "no Helm at $SHARDKEEPER_BIN_DIR/helm: build it with make helm")
 	return helm
 }
@@ -29,7 +29,7 @@ func Helm(t *testing.T) string {
 func HelmTemplate(t *testing.T, helm, release, chart, namespace string, args ...string) string {
 	t.Helper()
 	bin := filepath.Dir(helm)
-	cmd := exec.CommandContext(t.Context(), helm, append([]string{"template", release, chart, "--namespace", namespace}, args...)...)
+	cmd := exec.CommandContext(t.Context(), helm, append([]string{"template", release, chart, "--namespace", namespace}, args...)...) //nolint:gosec // G204: make's Helm, with the test's own arguments
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
 		"HELM_CONFIG_HOME="+bin+"/.helm/config", "HELM_DATA_HOME="+bin+"/.helm/data")
 	var stderr bytes.Buffer

@@ -97,7 +97,7 @@ func decodeMetaList(data []byte, list *metav1.PartialObjectMetadataList) error {
 	return listOnly(data, list.Kind)
 }
 
-// listOnly refuses a JSON list response of kind kind that is not a list.
+// listOnly refuses a JSON list response that is not a list, by its kind.
 // The list is read with Stream, which returns a 2xx body as it is, where
 // client-go's Do makes a Status in it the request's error
 // (rest.Request.transformResponse) and the metadata and dynamic clients

@@ -66,7 +66,7 @@ func TestStockWatchEndsOnAnObjectItCannotConvert(t *testing.T) {
 	require.Equal(t, watch.Error, ev.Type)
 	err := apierrors.FromObject(ev.Object)
 	assert.True(t, apierrors.IsInternalError(err), "an internal error, not %v", err)
-	assert.ErrorContains(t, err, "HelmRelease n/a")
+	require.ErrorContains(t, err, "HelmRelease n/a")
 
 	status := metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonExpired}
 	ev, _ = specEvent(watch.Event{Type: watch.Error, Object: &status})
