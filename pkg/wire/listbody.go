@@ -103,7 +103,7 @@ func decodeMetaList(data []byte, list *metav1.PartialObjectMetadataList) error {
 // (rest.Request.transformResponse) and the metadata and dynamic clients
 // refuse anything else that is not a list. Decoded as a list, it would be
 // an empty one, and the reflector would empty the cache of that kind: the
-// guard would count no object on any shard.
+// counts would show none of its objects.
 func listOnly(data []byte, kind string) error {
 	if kind == "Status" {
 		var st metav1.Status

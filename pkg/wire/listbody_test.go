@@ -135,7 +135,7 @@ func TestSpecListThroughPooledBuffer(t *testing.T) {
 // A list request answered with a 2xx body that is not a list, such as a
 // Status from a proxy on the way, is the request's error, as client-go's
 // Do and its clients make it: read as an empty list, it would empty the
-// cache of the kind, and the guard would count none of its objects.
+// cache of the kind, and the counts would show none of its objects.
 func TestAListRequestRefusesABodyThatIsNotAList(t *testing.T) {
 	gone := &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
 		Status: metav1.StatusFailure, Reason: metav1.StatusReasonGone, Code: http.StatusGone, Message: "gone"}
