@@ -58,7 +58,8 @@ function start(files, name, version) {
   const fixtures = path.join(UI, 'pkg', name, 'fixtures');
   const vendor = {
     'vue.global.prod.js': require.resolve('vue/dist/vue.global.prod.js', { paths: [UI] }),
-    'js-yaml.min.js':     require.resolve('js-yaml/dist/js-yaml.min.js', { paths: [UI] }),
+    // js-yaml 4 exports no dist/ path: the file is found beside its package.json.
+    'js-yaml.min.js':     path.join(path.dirname(require.resolve('js-yaml/package.json', { paths: [UI] })), 'dist', 'js-yaml.min.js'),
   };
   const served = [];
   const server = http.createServer((req, res) => {
