@@ -80,6 +80,28 @@ func (e *env) appState(ctx context.Context, ns, name string) (string, error) {
 	return state, nil
 }
 
+// pluginCached is nil once Rancher reports the UIPlugin named name cached
+// and ready.
+func (e *env) pluginCached(ctx context.Context, name string) error {
+	plugins, err := e.dyn.Resource(uiPluginGVR).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range plugins.Items {
+		if n, _, _ := unstructured.NestedString(p.Object, "spec", "plugin", "name"); n != name {
+			continue
+		}
+		state, _, _ := unstructured.NestedString(p.Object, "status", "cacheState")
+		ready, _, _ := unstructured.NestedBool(p.Object, "status", "ready")
+		if state != "cached" || !ready {
+			msg, _, _ := unstructured.NestedString(p.Object, "status", "error")
+			return fmt.Errorf("cacheState %q, ready %v %s", state, ready, msg)
+		}
+		return nil
+	}
+	return fmt.Errorf("no UIPlugin %s", name)
+}
+
 // shardDeployments maps the names of the Deployments shardkeeper manages
 // to their UIDs: a Deployment deleted and created again has a new UID.
 func (e *env) shardDeployments(ctx context.Context) (map[string]string, error) {

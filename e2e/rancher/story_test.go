@@ -178,12 +178,22 @@ func (s *story) installExtension() error {
 	if err := s.b.click(`button[data-testid="extension-reload-banner-reload-btn"]`); err != nil {
 		return err
 	}
-	return waitFor(s.ctx, "the extension's App", func(ctx context.Context) error {
+	if err := waitFor(s.ctx, "the extension's App", func(ctx context.Context) error {
 		state, err := s.e.appState(ctx, "cattle-ui-plugin-system", extension)
 		if err == nil && state != "deployed" {
 			err = fmt.Errorf("state %q", state)
 		}
 		return err
+	}); err != nil {
+		return err
+	}
+	// Rancher serves the extension's files from its own cache, which it
+	// fills from the chart's file server once that answers, retrying 10 s
+	// after a failure (pkg/controllers/dashboard/plugin/controller.go); a
+	// page loaded before then gets 403 for the script and does not try it
+	// again. The next step loads a page afresh.
+	return waitFor(s.ctx, "Rancher's cache of the extension", func(ctx context.Context) error {
+		return s.e.pluginCached(ctx, extension)
 	})
 }
 
