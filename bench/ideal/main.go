@@ -21,13 +21,14 @@
 // clones are named informer-<source>-<id>. Its client, as the ideal
 // controller's, speaks protobuf with compression off, as the daemon's does,
 // so that each watch event costs it no more to decode than it costs the
-// daemon: what the daemon spends beyond it is then the daemon's own work. Its informers have no event
-// handlers: it acts on the ConfigMap alone, so that it sends the same
-// writes as the ideal controller. It decides from the cache as it is when
-// the ConfigMap's event arrives, with no check for writes it has not seen
-// come back yet: the benchmark lets each change settle before the next, and
-// the audit log would count a write sent twice. It prints "watching" once
-// its informers have synced and its ConfigMap watch runs.
+// daemon: what the daemon spends beyond it is then the daemon's own work.
+// Its informers have no event handlers: it acts on the ConfigMap alone, so
+// that it sends the same writes as the ideal controller. It decides from
+// the cache as it is when the ConfigMap's event arrives, with no check for
+// writes it has not seen come back yet: the benchmark lets each change
+// settle before the next, and the audit log would count a write sent
+// twice. It prints "watching" once its informers have synced and its
+// ConfigMap watch runs.
 package main
 
 import (
