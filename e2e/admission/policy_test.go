@@ -1,9 +1,10 @@
-// Package admission evaluates the chart's admission policies as the API
-// server does, with its own CEL environment and evaluators (k8s.io/apiserver
-// at the version of the e2e control plane), against the corpus that the
+// Package admission holds the chart's rules to the corpus that the
 // daemon's parser, its removal guard and its stamp records are tested on
-// (pkg/testfixture.CorpusPath). A rule changed on one side and not the
-// other fails here in seconds, not in an e2e run.
+// (pkg/testfixture.CorpusPath): its admission policies, evaluated as the
+// API server does, with its own CEL environment and evaluators
+// (k8s.io/apiserver at the version of the e2e control plane), and its
+// Helm templates' check of the shards value. A rule changed on one side
+// and not the other fails here in seconds, not in an e2e run.
 //
 // It lives in the e2e module, not the daemon's, because the API server's
 // admission code brings gRPC, OpenTelemetry and cobra with it, which only

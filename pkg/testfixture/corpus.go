@@ -61,6 +61,13 @@ type ConfigCase struct {
 	// the policy refuses exactly what the daemon refuses, with the same
 	// sentence.
 	Policy string `json:"policy"`
+	// Chart is what the chart's own check of .Values.shards does where it
+	// parts from the daemon: "none" where it reads the value as no shards
+	// and renders "[]" (an empty or blank value), "refuses" where it
+	// refuses at install a value the daemon accepts (its schema's \s is
+	// ASCII, the daemon trims any space around the list). Otherwise the
+	// chart refuses what the daemon refuses and renders what it accepts.
+	Chart string `json:"chart"`
 }
 
 // ShardsValue returns data.shards and whether the key is there.

@@ -2,9 +2,11 @@ package testfixture
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +30,15 @@ func Helm(t *testing.T) string {
 // them, so that nothing of the user's Helm set-up changes what renders.
 func HelmTemplate(t *testing.T, helm, release, chart, namespace string, args ...string) string {
 	t.Helper()
+	out, err := TryHelmTemplate(t, helm, release, chart, namespace, args...)
+	require.NoError(t, err)
+	return out
+}
+
+// TryHelmTemplate is HelmTemplate for a render that may fail: its error
+// carries Helm's message.
+func TryHelmTemplate(t *testing.T, helm, release, chart, namespace string, args ...string) (string, error) {
+	t.Helper()
 	bin := filepath.Dir(helm)
 	cmd := exec.CommandContext(t.Context(), helm, append([]string{"template", release, chart, "--namespace", namespace}, args...)...) //nolint:gosec // G204: make's Helm, with the test's own arguments
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+bin+"/.helm/cache",
@@ -35,6 +46,8 @@ func HelmTemplate(t *testing.T, helm, release, chart, namespace string, args ...
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "helm template %v: %s", args, stderr.String())
-	return string(out)
+	if err != nil {
+		return "", fmt.Errorf("helm template %v: %w: %s", args, err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
 }

@@ -331,6 +331,11 @@ one string (as the Rancher form gives it).
 {{- if and (eq (len $items) 1) (kindIs "string" (index $items 0)) (hasPrefix "error " (index $items 0)) -}}
 {{- fail (printf "shards: not a valid YAML list of shard IDs and shard objects: %s" (index $items 0)) -}}
 {{- end -}}
+{{- /* fromYamlArray reads a null document ("---") as no items, which the
+daemon refuses: only "[]" or an empty value say no shards. */ -}}
+{{- if and (not $items) (not (contains "[" $s)) -}}
+{{- fail "shards: the YAML value is null, not a list; for no shards, leave the value empty or write \"[]\"" -}}
+{{- end -}}
 {{- else if $s -}}
 {{- $items = regexSplit "[\\s,]+" $s -1 | compact -}}
 {{- end -}}
