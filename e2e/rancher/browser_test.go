@@ -38,6 +38,10 @@ type browser struct {
 	// problems are what the pages reported while the story ran: script
 	// errors, failed requests and server errors of Rancher's API.
 	problems []string
+
+	// failure, when set, receives a failing step's name and error, for
+	// the test to say again at its end.
+	failure *[]string
 }
 
 func newBrowser(t *testing.T, cfg config) *browser {
@@ -146,6 +150,9 @@ func (b *browser) step(name string, fn func() error) {
 	file := filepath.Join(b.dir, fmt.Sprintf("%02d-%s.png", b.shot, slug(name)))
 	b.screenshot(file)
 	if err != nil {
+		if b.failure != nil {
+			*b.failure = append(*b.failure, fmt.Sprintf("step %q: %v (screenshot %s)", name, err, file))
+		}
 		b.t.Fatalf("step %q failed: %v\nthe page showed (screenshot %s; the browser's console in %s):\n%s",
 			name, err, file, b.console.Name(), b.pageText())
 	}
@@ -176,10 +183,16 @@ func (b *browser) open(path string) error {
 	return b.run(chromedp.Navigate(rancherURL + path))
 }
 
+// reload loads the page shown again, as the browser's reload button does.
+func (b *browser) reload() error {
+	return b.run(chromedp.Reload())
+}
+
 // click clicks the first element that matches the CSS selector, once it is
-// visible.
+// visible and enabled: a button that the page keeps disabled until it has
+// read what the button acts on takes no click before then.
 func (b *browser) click(sel string) error {
-	return b.run(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+	return b.clickWithin(sel, actionTimeout)
 }
 
 // typeInto types text into the input that matches sel, replacing what it
@@ -230,9 +243,10 @@ func slug(s string) string {
 	return strings.Trim(nonWord.ReplaceAllString(strings.ToLower(s), "-"), "-")
 }
 
-// clickXPath clicks the first visible element that matches the XPath.
+// clickXPath clicks the first visible element that matches the XPath, once
+// it is enabled.
 func (b *browser) clickXPath(xp string) error {
-	return b.run(chromedp.WaitVisible(xp), chromedp.Click(xp))
+	return b.clickXPathWithin(xp, actionTimeout)
 }
 
 // clickOptional clicks the element that matches sel if it shows within a
@@ -251,21 +265,34 @@ func (b *browser) clickOptional(sel string) error {
 // waitXPathText waits until the visible text of the first element that
 // matches the XPath matches pattern.
 func (b *browser) waitXPathText(xp, pattern string) error {
+	return b.waitXPathTextWithin(xp, pattern, actionTimeout)
+}
+
+// waitXPathTextWithin is waitXPathText with its own time limit.
+func (b *browser) waitXPathTextWithin(xp, pattern string, d time.Duration) error {
 	script := fmt.Sprintf(`(() => { const n = document.evaluate(%q, document, null, XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue; return n ? n.innerText : "<absent>"; })()`, xp)
-	return b.waitScript(xp, script, pattern)
+	return b.waitScriptWithin(xp, script, pattern, d)
 }
 
 // waitScript waits until what script returns matches pattern.
 func (b *browser) waitScript(what, script, pattern string) error {
+	return b.waitScriptWithin(what, script, pattern, actionTimeout)
+}
+
+// waitScriptWithin is waitScript with its own time limit.
+func (b *browser) waitScriptWithin(what, script, pattern string, d time.Duration) error {
 	re := regexp.MustCompile(pattern)
-	deadline := time.Now().Add(actionTimeout)
+	deadline := time.Now().Add(d)
 	for {
 		got, err := eval[string](b, script)
 		if err == nil && re.MatchString(got) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: wanted %q, the page showed %q: %w", what, pattern, got, err)
+			if err != nil {
+				return fmt.Errorf("%s: wanted %q, the page showed %q: %w", what, pattern, got, err)
+			}
+			return fmt.Errorf("%s: wanted %q, the page showed %q", what, pattern, got)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -351,14 +378,14 @@ func (b *browser) retry(n int, fn func() error) error {
 func (b *browser) clickWithin(sel string, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(b.ctx, d)
 	defer cancel()
-	return chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+	return chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.WaitEnabled(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
 }
 
 // clickXPathWithin is clickXPath with its own time limit.
 func (b *browser) clickXPathWithin(xp string, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(b.ctx, d)
 	defer cancel()
-	return chromedp.Do(ctx, chromedp.WaitVisible(xp), chromedp.Click(xp))
+	return chromedp.Do(ctx, chromedp.WaitVisible(xp), chromedp.WaitEnabled(xp), chromedp.Click(xp))
 }
 
 // closeDialog closes the page's open dialog, if any, with its Close (or

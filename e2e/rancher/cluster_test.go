@@ -4,6 +4,7 @@ package rancher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -100,6 +101,19 @@ func (e *env) pluginCached(ctx context.Context, name string) error {
 		return nil
 	}
 	return fmt.Errorf("no UIPlugin %s", name)
+}
+
+// localClusterVersioned is nil once Rancher has recorded the Kubernetes
+// version of its local cluster.
+func (e *env) localClusterVersioned(ctx context.Context) error {
+	c, err := e.dyn.Resource(mgmtClusterGVR).Get(ctx, "local", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if v, _, _ := unstructured.NestedString(c.Object, "status", "version", "gitVersion"); v == "" {
+		return errors.New("the local cluster has no status.version yet")
+	}
+	return nil
 }
 
 // shardDeployments maps the names of the Deployments shardkeeper manages

@@ -103,11 +103,11 @@ type env struct {
 }
 
 var (
-	crdGVR        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-	settingGVR    = schema.GroupVersionResource{Group: "management.cattle.io", Version: "v3", Resource: "settings"}
-	uiPluginGVR   = schema.GroupVersionResource{Group: "catalog.cattle.io", Version: "v1", Resource: "uiplugins"}
-	appGVR        = schema.GroupVersionResource{Group: "catalog.cattle.io", Version: "v1", Resource: "apps"}
+	apiServiceGVR  = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	settingGVR     = schema.GroupVersionResource{Group: "management.cattle.io", Version: "v3", Resource: "settings"}
+	uiPluginGVR    = schema.GroupVersionResource{Group: "catalog.cattle.io", Version: "v1", Resource: "uiplugins"}
+	appGVR         = schema.GroupVersionResource{Group: "catalog.cattle.io", Version: "v1", Resource: "apps"}
+	mgmtClusterGVR = schema.GroupVersionResource{Group: "management.cattle.io", Version: "v3", Resource: "clusters"}
 )
 
 // startEnv starts everything but the browser, and stops it all when the
@@ -162,7 +162,7 @@ func (e *env) seed(ctx context.Context) error {
 		return err
 	}
 	for _, crd := range append(crds, flux...) {
-		if _, err := e.dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := e.dyn.Resource(testfixture.CRDs).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("CRD %s: %w", crd.GetName(), err)
 		}
 	}

@@ -35,8 +35,18 @@ const (
 // a person clicks and types it. Each step checks what the page shows, and
 // what the cluster holds where the page says something happened there.
 func TestRancherStory(t *testing.T) {
+	// A failed run ends with the logs of every process, and CI shows only
+	// a run's last lines: what failed is said again after them. Registered
+	// first, so it runs last.
+	var failure []string
+	t.Cleanup(func() {
+		if t.Failed() && len(failure) > 0 {
+			t.Logf("the story failed:\n%s", strings.Join(failure, "\n"))
+		}
+	})
 	e := startEnv(t)
 	b := newBrowser(t, e.cfg)
+	b.failure = &failure
 	if hold, _ := strconv.Atoi(os.Getenv("RANCHER_HOLD")); hold > 0 {
 		t.Logf("holding %ds: Rancher at %s, kubeconfig %s", hold, rancherURL, e.c.KubeconfigPath())
 		_ = os.WriteFile(e.cfg.artifacts+"/ready", []byte(e.c.KubeconfigPath()), 0o600)
@@ -53,6 +63,7 @@ func TestRancherStory(t *testing.T) {
 		b.step(st.name, st.run)
 	}
 	if problems := b.takeProblems(); len(problems) > 0 {
+		failure = append(failure, "the pages reported errors:", strings.Join(problems, "\n"))
 		t.Errorf("the pages reported errors:\n%s", strings.Join(problems, "\n"))
 	}
 }
@@ -140,8 +151,21 @@ func (s *story) installChart() error {
 	if err := s.b.click(`#wizard-footer-controls [data-testid="action-button-async-button"]`); err != nil {
 		return err
 	}
-	// Rancher shows Installed Apps next.
-	return s.b.waitXPathText(rowState("installed-app-catalog-list", "shardkeeper"), "Deployed")
+	// Rancher shows Installed Apps next. A list that missed the App's
+	// change is loaded again, as a person would reload it.
+	deployed := rowState("installed-app-catalog-list", "shardkeeper")
+	err := s.b.waitXPathTextWithin(deployed, "Deployed", actionTimeout/2)
+	if err == nil {
+		return nil
+	}
+	s.b.t.Logf("again after: %v", err)
+	if err := s.b.open("/dashboard/c/local/apps/catalog.cattle.io.app"); err != nil {
+		return err
+	}
+	if err := s.b.allNamespaces(); err != nil {
+		return err
+	}
+	return s.b.waitXPathText(deployed, "Deployed")
 }
 
 func (s *story) appDeployed() error {
@@ -158,13 +182,28 @@ func (s *story) appDeployed() error {
 }
 
 func (s *story) installExtension() error {
-	if err := s.b.open("/dashboard/c/local/uiplugins#available"); err != nil {
+	// The page offers Install only for a version whose kube-version
+	// annotation the local cluster meets, and reads the cluster's version
+	// once, as it loads: without one, the card's menu says "No actions
+	// available" until the page is loaded again.
+	if err := waitFor(s.ctx, "the local cluster's Kubernetes version in Rancher", s.e.localClusterVersioned); err != nil {
 		return err
 	}
 	card := fmt.Sprintf(`[data-testid="item-card-cluster/%s/%s"]`, repoName, extension)
+	if err := s.b.open("/dashboard/c/local/uiplugins#available"); err != nil {
+		return err
+	}
 	// The page settles after it shows the card (a banner comes in above
-	// it, the main menu may slide in): a click that missed is made again.
+	// it, the main menu may slide in): a click that missed is made again,
+	// on the page loaded again (a navigation to the address shown would
+	// be no reload).
+	tries := 0
 	if err := s.b.retry(3, func() error {
+		if tries++; tries > 1 {
+			if err := s.b.reload(); err != nil {
+				return err
+			}
+		}
 		if err := s.b.clickWithin(card+` [data-testid="item-card-header-action-menu"]`, 30*time.Second); err != nil {
 			return err
 		}
@@ -369,10 +408,14 @@ func (s *story) upgradeApp() error {
 	if err := s.b.allNamespaces(); err != nil {
 		return err
 	}
-	if err := s.b.clickXPath(rowXPath("installed-app-catalog-list", "shardkeeper") + `//button[contains(@data-testid,"-action-button")]`); err != nil {
-		return err
-	}
-	if err := s.b.clickXPath(`//*[@dropdown-menu-item][normalize-space()="Edit/Upgrade" or normalize-space()="Edit / Change Version"]`); err != nil {
+	// The list is drawn again once it has loaded, closing a menu opened
+	// on the row drawn first: a menu that is gone is opened again.
+	if err := s.b.retry(3, func() error {
+		if err := s.b.clickXPathWithin(rowXPath("installed-app-catalog-list", "shardkeeper")+`//button[contains(@data-testid,"-action-button")]`, 30*time.Second); err != nil {
+			return err
+		}
+		return s.b.clickXPathWithin(`//*[@dropdown-menu-item][normalize-space()="Edit/Upgrade" or normalize-space()="Edit / Change Version"]`, 10*time.Second)
+	}); err != nil {
 		return err
 	}
 	if err := s.b.clickXPath(`//div[@id="wizard-footer-controls"]//button[normalize-space()="Next"]`); err != nil {
