@@ -130,10 +130,22 @@ func (s *story) installChart() error {
 	if err := s.b.typeInto(`input[data-testid="charts-filter-input"]`, "shardkeeper"); err != nil {
 		return err
 	}
-	if err := s.b.click(fmt.Sprintf(`[data-testid="item-card-cluster/%s/shardkeeper"]`, repoName)); err != nil {
-		return err
-	}
-	if err := s.b.clickXPath(`//button[normalize-space()="Install this version"]`); err != nil {
+	// The list is drawn again as the filter applies: a click on the card
+	// drawn first opens nothing, and is made again, unless the chart's
+	// page came up after all.
+	const installVersion = `//button[normalize-space()="Install this version"]`
+	if err := s.b.retry(func() error {
+		shown, err := eval[bool](s.b, fmt.Sprintf(`document.evaluate(%q, document, null, XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue !== null`, installVersion))
+		if err != nil {
+			return err
+		}
+		if !shown {
+			if err := s.b.clickWithin(fmt.Sprintf(`[data-testid="item-card-cluster/%s/shardkeeper"]`, repoName), 30*time.Second); err != nil {
+				return err
+			}
+		}
+		return s.b.clickXPathWithin(installVersion, 20*time.Second)
+	}); err != nil {
 		return err
 	}
 	if err := s.b.clickXPath(`//div[@id="wizard-footer-controls"]//button[normalize-space()="Next"]`); err != nil {
@@ -198,7 +210,7 @@ func (s *story) installExtension() error {
 	// on the page loaded again (a navigation to the address shown would
 	// be no reload).
 	tries := 0
-	if err := s.b.retry(3, func() error {
+	if err := s.b.retry(func() error {
 		if tries++; tries > 1 {
 			if err := s.b.reload(); err != nil {
 				return err
@@ -207,11 +219,12 @@ func (s *story) installExtension() error {
 		if err := s.b.clickWithin(card+` [data-testid="item-card-header-action-menu"]`, 30*time.Second); err != nil {
 			return err
 		}
-		return s.b.clickXPathWithin(`//*[@dropdown-menu-item][normalize-space()="Install"]`, 10*time.Second)
+		if err := s.b.clickXPathWithin(`//*[@dropdown-menu-item][normalize-space()="Install"]`, 10*time.Second); err != nil {
+			return err
+		}
+		// A menu item clicked as the menu closed opens no dialog.
+		return s.b.clickWithin(`button[data-testid="install-ext-modal-install-btn"]`, 20*time.Second)
 	}); err != nil {
-		return err
-	}
-	if err := s.b.click(`button[data-testid="install-ext-modal-install-btn"]`); err != nil {
 		return err
 	}
 	if err := s.b.click(`button[data-testid="extension-reload-banner-reload-btn"]`); err != nil {
@@ -325,8 +338,13 @@ func (s *story) forceRemoval() error {
 	// The dialog saves what the page read last: an edit that came in
 	// between (the daemon's, say) makes the save fail with a conflict,
 	// which the dialog shows; a person reads it and tries again.
-	if err := s.b.retry(3, func() error {
+	if err := s.b.retry(func() error {
 		if err := s.b.closeDialog(); err != nil {
+			return err
+		}
+		// The removal's warning stays in a growl over the page, where a
+		// click meant for the dialog below it can land.
+		if err := s.b.closeGrowls(); err != nil {
 			return err
 		}
 		if err := s.b.clickWithin(`[data-testid="sk-force-shard2"]`, 30*time.Second); err != nil {
@@ -334,6 +352,14 @@ func (s *story) forceRemoval() error {
 		}
 		if err := s.b.click(`[data-testid="sk-remove-force"]`); err != nil {
 			return err
+		}
+		// Saved unticked, the removal is only saved again, with its warning.
+		ticked, err := eval[bool](s.b, `!!(document.querySelector('[data-testid="sk-remove-force"]') || {}).checked`)
+		if err != nil {
+			return err
+		}
+		if !ticked {
+			return errors.New("the force box is not ticked")
 		}
 		if err := s.b.click(`[data-testid="sk-remove-save"]`); err != nil {
 			return err
@@ -410,7 +436,7 @@ func (s *story) upgradeApp() error {
 	}
 	// The list is drawn again once it has loaded, closing a menu opened
 	// on the row drawn first: a menu that is gone is opened again.
-	if err := s.b.retry(3, func() error {
+	if err := s.b.retry(func() error {
 		if err := s.b.clickXPathWithin(rowXPath("installed-app-catalog-list", "shardkeeper")+`//button[contains(@data-testid,"-action-button")]`, 30*time.Second); err != nil {
 			return err
 		}
