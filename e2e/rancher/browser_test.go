@@ -278,8 +278,16 @@ func (b *browser) waitXPathText(xp, pattern string) error {
 
 // waitXPathTextWithin is waitXPathText with its own time limit.
 func (b *browser) waitXPathTextWithin(xp, pattern string, d time.Duration) error {
-	script := fmt.Sprintf(`(() => { const n = document.evaluate(%q, document, null, XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue; return n ? n.innerText : "<absent>"; })()`, xp)
-	return b.waitScriptWithin(xp, script, pattern, d)
+	return b.waitScriptWithin(xp, xpathTextScript(xp), pattern, d)
+}
+
+// absent is what xpathTextScript returns when nothing matches.
+const absent = "<absent>"
+
+// xpathTextScript returns a script that gives the visible text of the
+// first element that matches the XPath, or absent.
+func xpathTextScript(xp string) string {
+	return fmt.Sprintf(`(() => { const n = document.evaluate(%q, document, null, XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue; return n ? n.innerText : %q; })()`, xp, absent)
 }
 
 // waitScript waits until what script returns matches pattern.

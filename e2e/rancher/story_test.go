@@ -135,11 +135,11 @@ func (s *story) installChart() error {
 	// page came up after all.
 	const installVersion = `//button[normalize-space()="Install this version"]`
 	if err := s.b.retry(func() error {
-		shown, err := eval[bool](s.b, fmt.Sprintf(`document.evaluate(%q, document, null, XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue !== null`, installVersion))
+		text, err := eval[string](s.b, xpathTextScript(installVersion))
 		if err != nil {
 			return err
 		}
-		if !shown {
+		if text == absent {
 			if err := s.b.clickWithin(fmt.Sprintf(`[data-testid="item-card-cluster/%s/shardkeeper"]`, repoName), 30*time.Second); err != nil {
 				return err
 			}
