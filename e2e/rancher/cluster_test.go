@@ -4,6 +4,7 @@ package rancher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shardkeeper/shardkeeper/pkg/status"
 )
@@ -103,17 +105,73 @@ func (e *env) pluginCached(ctx context.Context, name string) error {
 	return fmt.Errorf("no UIPlugin %s", name)
 }
 
-// localClusterVersioned is nil once Rancher has recorded the Kubernetes
-// version of its local cluster.
-func (e *env) localClusterVersioned(ctx context.Context) error {
-	c, err := e.dyn.Resource(mgmtClusterGVR).Get(ctx, "local", metav1.GetOptions{})
+// versionNudge is the annotation the test touches on Rancher's local
+// cluster to have Rancher handle the cluster again (waitLocalClusterVersion).
+const versionNudge = "e2e.shardkeeper.io/nudged-at"
+
+// Until Rancher records the local cluster's version, the wait touches the
+// cluster once per nudgeEvery (longer than the handler's quiet period of
+// 10 s), and after versionStandInAfter records the version itself.
+const (
+	nudgeEvery          = 15 * time.Second
+	versionStandInAfter = 45 * time.Second
+)
+
+// waitLocalClusterVersion waits until the local cluster's Kubernetes
+// version is recorded in Rancher (status.version), which Rancher's
+// Extensions page needs to offer an extension whose chart names the
+// Kubernetes versions it supports. Rancher records it only as it handles a
+// change to the cluster or to one of its nodes, and only if its call to
+// the cluster answers within 15 s then (StatsAggregator.updateVersion in
+// pkg/controllers/management/clusterstats/statsaggregator.go, v2.15.0). A
+// real cluster's nodes change often enough to bring another try; kwok's
+// change little once started. So the wait first touches an annotation on
+// the cluster to have Rancher handle it again; if Rancher still has not
+// recorded it, the wait records what Rancher would: the API server's
+// version, without the build date and platform Rancher leaves out.
+func (e *env) waitLocalClusterVersion(ctx context.Context) error {
+	start := time.Now()
+	var nudged time.Time
+	return waitFor(ctx, "the local cluster's Kubernetes version in Rancher", func(ctx context.Context) error {
+		c, err := e.dyn.Resource(mgmtClusterGVR).Get(ctx, "local", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if v, _, _ := unstructured.NestedString(c.Object, "status", "version", "gitVersion"); v != "" {
+			return nil
+		}
+		switch {
+		case time.Since(start) >= versionStandInAfter:
+			if err := e.recordLocalClusterVersion(ctx); err != nil {
+				return fmt.Errorf("no status.version yet, and recording it: %w", err)
+			}
+			e.t.Logf("Rancher has not recorded the local cluster's version in %s: recorded the API server's", versionStandInAfter)
+		case time.Since(nudged) >= nudgeEvery:
+			nudged = time.Now()
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, versionNudge, nudged.UTC().Format(time.RFC3339Nano))
+			if _, err := e.dyn.Resource(mgmtClusterGVR).Patch(ctx, "local", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("no status.version yet, and touching the cluster: %w", err)
+			}
+			e.t.Logf("Rancher has not recorded the local cluster's version: touched the cluster to have it handled again")
+		}
+		return errors.New("the local cluster has no status.version yet")
+	})
+}
+
+// recordLocalClusterVersion writes the API server's version into the local
+// cluster's status.version as Rancher's StatsAggregator.updateVersion does.
+func (e *env) recordLocalClusterVersion(ctx context.Context) error {
+	v, err := e.kube.Discovery().ServerVersion()
 	if err != nil {
 		return err
 	}
-	if v, _, _ := unstructured.NestedString(c.Object, "status", "version", "gitVersion"); v == "" {
-		return errors.New("the local cluster has no status.version yet")
+	v.BuildDate, v.Platform = "", ""
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"version": v}})
+	if err != nil {
+		return err
 	}
-	return nil
+	_, err = e.dyn.Resource(mgmtClusterGVR).Patch(ctx, "local", types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
 }
 
 // shardDeployments maps the names of the Deployments shardkeeper manages

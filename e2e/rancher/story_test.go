@@ -198,7 +198,7 @@ func (s *story) installExtension() error {
 	// annotation the local cluster meets, and reads the cluster's version
 	// once, as it loads: without one, the card's menu says "No actions
 	// available" until the page is loaded again.
-	if err := waitFor(s.ctx, "the local cluster's Kubernetes version in Rancher", s.e.localClusterVersioned); err != nil {
+	if err := s.e.waitLocalClusterVersion(s.ctx); err != nil {
 		return err
 	}
 	card := fmt.Sprintf(`[data-testid="item-card-cluster/%s/%s"]`, repoName, extension)
@@ -428,23 +428,32 @@ func (s *story) upgradeApp() error {
 	if err != nil {
 		return err
 	}
-	if err := s.b.open("/dashboard/c/local/apps/catalog.cattle.io.app"); err != nil {
+	const list = "/dashboard/c/local/apps/catalog.cattle.io.app"
+	if err := s.b.open(list); err != nil {
 		return err
 	}
 	if err := s.b.allNamespaces(); err != nil {
 		return err
 	}
 	// The list is drawn again once it has loaded, closing a menu opened
-	// on the row drawn first: a menu that is gone is opened again.
+	// on the row drawn first, and an item clicked as its menu closes
+	// opens no form: the click is made again, from the list, until the
+	// form's first page shows.
+	tries := 0
 	if err := s.b.retry(func() error {
+		if tries++; tries > 1 {
+			if err := s.b.open(list); err != nil {
+				return err
+			}
+		}
 		if err := s.b.clickXPathWithin(rowXPath("installed-app-catalog-list", "shardkeeper")+`//button[contains(@data-testid,"-action-button")]`, 30*time.Second); err != nil {
 			return err
 		}
-		return s.b.clickXPathWithin(`//*[@dropdown-menu-item][normalize-space()="Edit/Upgrade" or normalize-space()="Edit / Change Version"]`, 10*time.Second)
+		if err := s.b.clickXPathWithin(`//*[@dropdown-menu-item][normalize-space()="Edit/Upgrade" or normalize-space()="Edit / Change Version"]`, 10*time.Second); err != nil {
+			return err
+		}
+		return s.b.clickXPathWithin(`//div[@id="wizard-footer-controls"]//button[normalize-space()="Next"]`, 45*time.Second)
 	}); err != nil {
-		return err
-	}
-	if err := s.b.clickXPath(`//div[@id="wizard-footer-controls"]//button[normalize-space()="Next"]`); err != nil {
 		return err
 	}
 	if err := s.b.click(`a[data-testid="btn-Daemon"]`); err != nil {
