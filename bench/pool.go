@@ -38,8 +38,10 @@ type pooledDirection struct {
 	Shards int
 	Up     bool
 	// Took pairs the daemon with the ideal controller (the convergence
-	// target), CPU with the informer reference (the CPU target).
-	Took, CPU pairedRuns
+	// target), CPU with the informer reference (the CPU target), and
+	// IdealCPU with the ideal controller (recorded, as a single run's page
+	// records it).
+	Took, CPU, IdealCPU pairedRuns
 }
 
 // pairedRuns are the daemon's figures and a reference's, paired by index,
@@ -105,6 +107,7 @@ func pool(paths []string, rs []*results) (*pooled, error) {
 				i := slices.IndexFunc(r.Convergence, func(c *convergence) bool { return c.Shards == n })
 				if i < 0 {
 					d.Took.PerRun, d.CPU.PerRun = append(d.Took.PerRun, 0), append(d.CPU.PerRun, 0)
+					d.IdealCPU.PerRun = append(d.IdealCPU.PerRun, 0)
 					continue
 				}
 				dir := r.Convergence[i].Directions()[0]
@@ -113,6 +116,7 @@ func pool(paths []string, rs []*results) (*pooled, error) {
 				}
 				d.Took.add(dir.Daemon, dir.Ideal, took)
 				d.CPU.add(dir.Daemon, dir.Informer, cpu)
+				d.IdealCPU.add(dir.Daemon, dir.Ideal, cpu)
 			}
 			p.Directions = append(p.Directions, d)
 		}

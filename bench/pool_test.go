@@ -30,13 +30,14 @@ func durations(unit time.Duration, ns ...int) []time.Duration {
 }
 
 // convRun is a run of 20 shards of 4 sources, the change up as given and
-// the change down as up: the daemon's and the ideal controller's times,
-// the daemon's and the informer reference's CPU (none: a run made before
-// it).
+// the change down as up: the daemon's and the ideal controller's times
+// (the ideal controller's CPU is half its time), the daemon's and the
+// informer reference's CPU (none: a run made before it).
 func convRun(date string, daemon, ideal, daemonCPU, informerCPU []time.Duration) *results {
+	idealCPU := project(ideal, func(d time.Duration) time.Duration { return d / 2 })
 	c := &convergence{Shards: 20,
-		DaemonUp: steps(daemon, daemonCPU), IdealUp: steps(ideal, nil), InformerUp: steps(nil, informerCPU),
-		DaemonDown: steps(daemon, daemonCPU), IdealDown: steps(ideal, nil), InformerDown: steps(nil, informerCPU)}
+		DaemonUp: steps(daemon, daemonCPU), IdealUp: steps(ideal, idealCPU), InformerUp: steps(nil, informerCPU),
+		DaemonDown: steps(daemon, daemonCPU), IdealDown: steps(ideal, idealCPU), InformerDown: steps(nil, informerCPU)}
 	return &results{Settings: settings{Sources: 4}, Convergence: []*convergence{c},
 		Machine: [][2]string{{"shardkeeper", "abc1234"}, {"date", date}}}
 }
@@ -70,6 +71,9 @@ func TestPoolKeepsEachRunsPairs(t *testing.T) {
 	assert.Equal(t, durations(ms, 50, 60, 70, 80), up.CPU.Daemon, "b has no informer reference to pair")
 	assert.Equal(t, durations(ms, 40, 50, 60, 70), up.CPU.Ref)
 	assert.Equal(t, "4 (3 + 0 + 1)", up.CPU.Pairs())
+	assert.Equal(t, durations(ms, 50, 60, 70, 55, 65, 80), up.IdealCPU.Daemon)
+	assert.Equal(t, durations(ms/2, 100, 100, 100, 90, 95, 110), up.IdealCPU.Ref, "the ideal controller pairs with every run")
+	assert.Equal(t, "6 (3 + 2 + 1)", up.IdealCPU.Pairs())
 	assert.False(t, p.Directions[1].Up)
 	assert.Equal(t, durations(ms, 100, 104, 108, 112, 116, 120), p.Directions[1].Took.Daemon)
 
@@ -157,6 +161,12 @@ func TestPooledRowsReadTheTargetsOverEveryRun(t *testing.T) {
 	assert.Equal(t, []string{"50.00 ms", "42.50 ms (40.00–45.00) (informer reference)"}, cpu[1:3])
 	assert.True(t, strings.HasPrefix(cpu[3], "1.18x ("), cpu[3])
 	assert.Equal(t, "met", cpu[5])
+	// Beside the ideal controller, 50 ms against 50: recorded, no target.
+	ideal := got["CPU of that change, beside the ideal controller, 6 (3 + 3)"]
+	require.NotNil(t, ideal, report)
+	assert.Equal(t, "50.00 ms (ideal controller)", ideal[2])
+	assert.True(t, strings.HasPrefix(ideal[3], "1.00x ("), ideal[3])
+	assert.Equal(t, []string{"(recorded)", "—"}, ideal[4:])
 	assert.Contains(t, report, "Every pooled target was met.")
 
 	// b's daemon a little slower: 111 ms against 100, missed.
