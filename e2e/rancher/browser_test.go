@@ -378,13 +378,22 @@ const clickTries = 3
 
 // retry runs fn up to clickTries times, pressing Escape between tries to
 // close whatever a missed click opened, and returns its last error.
-func (b *browser) retry(fn func() error) error {
+func (b *browser) retry(fn func() error) error { return b.retryFrom(nil, fn) }
+
+// retryFrom is retry that, before each try after the first, also runs
+// again (when not nil): to bring back the page the tries start from.
+func (b *browser) retryFrom(again, fn func() error) error {
 	var err error
 	for i := range clickTries {
 		if i > 0 {
 			b.t.Logf("again after: %v", err)
 			_ = b.run(chromedp.KeyEvent(kb.Escape))
 			time.Sleep(time.Second)
+			if again != nil {
+				if err = again(); err != nil {
+					continue
+				}
+			}
 		}
 		if err = fn(); err == nil {
 			return nil

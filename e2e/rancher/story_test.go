@@ -209,13 +209,7 @@ func (s *story) installExtension() error {
 	// it, the main menu may slide in): a click that missed is made again,
 	// on the page loaded again (a navigation to the address shown would
 	// be no reload).
-	tries := 0
-	if err := s.b.retry(func() error {
-		if tries++; tries > 1 {
-			if err := s.b.reload(); err != nil {
-				return err
-			}
-		}
+	if err := s.b.retryFrom(s.b.reload, func() error {
 		if err := s.b.clickWithin(card+` [data-testid="item-card-header-action-menu"]`, 30*time.Second); err != nil {
 			return err
 		}
@@ -439,13 +433,7 @@ func (s *story) upgradeApp() error {
 	// on the row drawn first, and an item clicked as its menu closes
 	// opens no form: the click is made again, from the list, until the
 	// form's first page shows.
-	tries := 0
-	if err := s.b.retry(func() error {
-		if tries++; tries > 1 {
-			if err := s.b.open(list); err != nil {
-				return err
-			}
-		}
+	if err := s.b.retryFrom(func() error { return s.b.open(list) }, func() error {
 		if err := s.b.clickXPathWithin(rowXPath("installed-app-catalog-list", "shardkeeper")+`//button[contains(@data-testid,"-action-button")]`, 30*time.Second); err != nil {
 			return err
 		}
