@@ -199,7 +199,8 @@ func burstThreshold(setting string, n, shards int) (int, error) {
 // runBursts restarts the daemon with --stamp, gives it the bursts' pacing,
 // and then, b.placementRuns times, creates a burst of b.placementBurst
 // objects without the stamping policy, and one with it. It returns the
-// daemon now running, for the part's cleanup.
+// daemon now running, for the part's cleanup: after the bursts, one
+// without --stamp.
 func (b *bench) runBursts(ctx context.Context, d *daemon, ids []string, base float64) (*daemon, error) {
 	n := b.placementBurst
 	setting := placementSetting()
@@ -239,7 +240,13 @@ func (b *bench) runBursts(ctx context.Context, d *daemon, ids []string, base flo
 		}
 		pb.Unstamped, pb.Stamped = append(pb.Unstamped, without), append(pb.Stamped, with)
 	}
-	return d, nil
+	// With the policy gone, a daemon with --stamp deletes no shard: it
+	// waits for the policy to apply the shards' withdrawal, as it cannot
+	// tell a policy removed from one failing. Whoever removes the policy
+	// turns stamping off (the chart does both with placement.stamp.enabled),
+	// so the cleanup's daemon runs without it.
+	d.stop()
+	return b.env.startDaemon(ctx, b.daemonBin, append(slices.Clone(b.daemonArgs), "--allow-placement"))
 }
 
 // burstDaemonReady waits until the daemon d is ready and counts the base
