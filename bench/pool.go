@@ -98,30 +98,36 @@ func pool(paths []string, rs []*results) (*pooled, error) {
 		p.Runs = append(p.Runs, run)
 	}
 	slices.Sort(shards)
-	took := func(s step) time.Duration { return s.Took }
-	cpu := func(s step) time.Duration { return s.CPU }
 	for _, n := range shards {
 		for _, up := range []bool{true, false} {
-			d := pooledDirection{Shards: n, Up: up}
-			for _, r := range rs {
-				i := slices.IndexFunc(r.Convergence, func(c *convergence) bool { return c.Shards == n })
-				if i < 0 {
-					d.Took.PerRun, d.CPU.PerRun = append(d.Took.PerRun, 0), append(d.CPU.PerRun, 0)
-					d.IdealCPU.PerRun = append(d.IdealCPU.PerRun, 0)
-					continue
-				}
-				dir := r.Convergence[i].Directions()[0]
-				if !up {
-					dir = r.Convergence[i].Directions()[1]
-				}
-				d.Took.add(dir.Daemon, dir.Ideal, took)
-				d.CPU.add(dir.Daemon, dir.Informer, cpu)
-				d.IdealCPU.add(dir.Daemon, dir.Ideal, cpu)
-			}
-			p.Directions = append(p.Directions, d)
+			p.Directions = append(p.Directions, poolDirection(rs, n, up))
 		}
 	}
 	return p, nil
+}
+
+// poolDirection pools one change of n shards, up or down, over rs; a run
+// that did not measure n shards gives no pairs.
+func poolDirection(rs []*results, n int, up bool) pooledDirection {
+	took := func(s step) time.Duration { return s.Took }
+	cpu := func(s step) time.Duration { return s.CPU }
+	d := pooledDirection{Shards: n, Up: up}
+	for _, r := range rs {
+		i := slices.IndexFunc(r.Convergence, func(c *convergence) bool { return c.Shards == n })
+		if i < 0 {
+			d.Took.PerRun, d.CPU.PerRun = append(d.Took.PerRun, 0), append(d.CPU.PerRun, 0)
+			d.IdealCPU.PerRun = append(d.IdealCPU.PerRun, 0)
+			continue
+		}
+		dir := r.Convergence[i].Directions()[0]
+		if !up {
+			dir = r.Convergence[i].Directions()[1]
+		}
+		d.Took.add(dir.Daemon, dir.Ideal, took)
+		d.CPU.add(dir.Daemon, dir.Informer, cpu)
+		d.IdealCPU.add(dir.Daemon, dir.Ideal, cpu)
+	}
+	return d
 }
 
 // poolFiles reads the results.json of paths and pools them; the report is
