@@ -88,6 +88,9 @@ func pool(paths []string, rs []*results) (*pooled, error) {
 		if r.Settings.Sources != p.Sources {
 			return nil, fmt.Errorf("%s: %d Deployments per shard, %s: %d: their changes differ", paths[0], p.Sources, path, r.Settings.Sources)
 		}
+		if err := cpuRecorded(r.Convergence); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 		run := pooledRun{Path: path, Daemon: r.MachineValue("shardkeeper"), Date: r.MachineValue("date")}
 		for _, c := range r.Convergence {
 			run.Runs = append(run.Runs, fmt.Sprintf("%d at %d shards", min(len(c.DaemonUp), len(c.IdealUp)), c.Shards))
@@ -106,6 +109,22 @@ func pool(paths []string, rs []*results) (*pooled, error) {
 	return p, nil
 }
 
+// cpuRecorded fails if a reference's CPU is missing from a change it
+// made: the daemon's CPU would be paired with zero, and the ratio would
+// come out infinite instead of unknown.
+func cpuRecorded(cs []*convergence) error {
+	for _, c := range cs {
+		for _, d := range c.Directions() {
+			for name, ref := range map[string][]step{"ideal controller": d.Ideal, "informer reference": d.Informer} {
+				if slices.ContainsFunc(ref, func(s step) bool { return s.CPU <= 0 }) {
+					return fmt.Errorf("the %s's CPU was not recorded in a change of %d shards, so its CPU ratios cannot be pooled", name, c.Shards)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // poolDirection pools one change of n shards, up or down, over rs; a run
 // that did not measure n shards gives no pairs.
 func poolDirection(rs []*results, n int, up bool) pooledDirection {
@@ -113,15 +132,12 @@ func poolDirection(rs []*results, n int, up bool) pooledDirection {
 	cpu := func(s step) time.Duration { return s.CPU }
 	d := pooledDirection{Shards: n, Up: up}
 	for _, r := range rs {
-		i := slices.IndexFunc(r.Convergence, func(c *convergence) bool { return c.Shards == n })
-		if i < 0 {
-			d.Took.PerRun, d.CPU.PerRun = append(d.Took.PerRun, 0), append(d.CPU.PerRun, 0)
-			d.IdealCPU.PerRun = append(d.IdealCPU.PerRun, 0)
-			continue
-		}
-		dir := r.Convergence[i].Directions()[0]
-		if !up {
-			dir = r.Convergence[i].Directions()[1]
+		var dir direction // a run that did not measure n shards adds no pairs
+		if i := slices.IndexFunc(r.Convergence, func(c *convergence) bool { return c.Shards == n }); i >= 0 {
+			dir = r.Convergence[i].Directions()[0]
+			if !up {
+				dir = r.Convergence[i].Directions()[1]
+			}
 		}
 		d.Took.add(dir.Daemon, dir.Ideal, took)
 		d.CPU.add(dir.Daemon, dir.Informer, cpu)

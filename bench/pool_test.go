@@ -51,8 +51,8 @@ func TestPoolKeepsEachRunsPairs(t *testing.T) {
 	// c measured 100 shards too.
 	c := convRun("2026-01-03", durations(ms, 120), durations(ms, 110), durations(ms, 80), durations(ms, 70))
 	c.Convergence = append(c.Convergence, &convergence{Shards: 100,
-		DaemonUp: steps(durations(sec, 1), nil), IdealUp: steps(durations(sec, 2), nil),
-		DaemonDown: steps(durations(sec, 3), nil), IdealDown: steps(durations(sec, 4), nil)})
+		DaemonUp: steps(durations(sec, 1), durations(ms, 300)), IdealUp: steps(durations(sec, 2), durations(ms, 200)),
+		DaemonDown: steps(durations(sec, 3), durations(ms, 600)), IdealDown: steps(durations(sec, 4), durations(ms, 400))})
 
 	p, err := pool([]string{"a.json", "b.json", "c.json"}, []*results{a, b, c})
 	require.NoError(t, err)
@@ -82,6 +82,10 @@ func TestPoolKeepsEachRunsPairs(t *testing.T) {
 	assert.Equal(t, durations(sec, 3), hundred.Took.Daemon)
 	assert.Equal(t, durations(sec, 4), hundred.Took.Ref)
 	assert.Equal(t, []int{0, 0, 1}, hundred.Took.PerRun, "only c measured 100 shards")
+	assert.Equal(t, []int{0, 0, 1}, hundred.IdealCPU.PerRun)
+	assert.Equal(t, durations(ms, 600), hundred.IdealCPU.Daemon)
+	assert.Equal(t, durations(ms, 400), hundred.IdealCPU.Ref)
+	assert.Equal(t, "0 (0 + 0 + 0)", hundred.CPU.Pairs(), "c had no informer reference at 100 shards")
 }
 
 func TestPoolRefusesWhatCannotBePooled(t *testing.T) {
@@ -105,6 +109,17 @@ func TestPoolRefusesWhatCannotBePooled(t *testing.T) {
 	million.Convergence = nil
 	_, err = pool([]string{"a.json", "m.json"}, []*results{run(), million})
 	require.ErrorContains(t, err, "m.json: no convergence runs")
+
+	// A reference whose CPU is missing would pair the daemon's with zero:
+	// an infinite ratio, not an unknown one.
+	noCPU := run()
+	noCPU.Convergence[0].IdealDown[1].CPU = 0
+	_, err = pool([]string{"a.json", "n.json"}, []*results{run(), noCPU})
+	require.ErrorContains(t, err, "n.json: the ideal controller's CPU was not recorded in a change of 20 shards")
+	noCPU = convRun("d", durations(ms, 100), durations(ms, 100), durations(ms, 50), durations(ms, 40))
+	noCPU.Convergence[0].InformerUp[0].CPU = 0
+	_, err = pool([]string{"a.json", "n.json"}, []*results{run(), noCPU})
+	require.ErrorContains(t, err, "n.json: the informer reference's CPU was not recorded")
 }
 
 // pooledRows are the rows of the pooled table of a report.
