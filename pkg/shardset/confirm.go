@@ -17,9 +17,32 @@ import (
 const liveTimeout = 30 * time.Second
 
 // stampRecheck is when a reconcile whose removal waits for the stamp's
-// withdrawal runs again: no watch event says that the API server's
-// admission policy caught up.
-const stampRecheck = 2 * time.Second
+// withdrawal first runs again: no watch event says that the API server's
+// admission policy caught up. The wait doubles while it lasts, up to
+// stampRecheckMax: a policy that is missing or failing waits for an
+// operator, and each recheck costs the API server a dry-run create.
+const (
+	stampRecheck    = 2 * time.Second
+	stampRecheckMax = time.Minute
+)
+
+// stampWaits counts the reconciles in a row whose removals waited for the
+// stamp's withdrawal, and remembers why the last one did.
+type stampWaits struct {
+	n    int
+	last string
+}
+
+// wait records one more such reconcile, which waited because of why, and
+// returns when to check again, and whether why is news to log at info
+// level: the first wait, or a different reason.
+func (w *stampWaits) wait(why string) (time.Duration, bool) {
+	news := w.n == 0 || why != w.last
+	after := stampRecheck << min(w.n, 5)
+	w.n++
+	w.last = why
+	return min(after, stampRecheckMax), news
+}
 
 // liveRecheck is when a reconcile whose removal waits for the caches runs
 // again, should no watch event bring it sooner: the object that held it
@@ -57,16 +80,22 @@ func (c *Controller) confirmRemovals(in plan.Input, p plan.Plan) (plan.Plan, req
 	if c.opts.Mover != nil {
 		deleting := p.Deleting()
 		if err := c.opts.Mover.Restrict(c.ctx, p.Targets, len(deleting) > 0); err != nil && len(deleting) > 0 {
-			logrus.WithField("configmap", c.opts.ConfigMap.String()).WithError(err).
-				Info("new objects may still be born on the shards to delete; their removal waits")
+			after, news := c.stampWaits.wait(err.Error())
+			log := logrus.WithField("configmap", c.opts.ConfigMap.String()).WithError(err).WithField("recheck", after)
+			if news {
+				log.Info("new objects may still be born on the shards to delete; their removal waits")
+			} else {
+				log.Debug("new objects may still be born on the shards to delete; their removal still waits")
+			}
 			in.StampWait = map[string]string{}
 			for _, id := range deleting {
 				in.StampWait[id] = err.Error()
 			}
 			p, err = plan.Decide(in)
-			return p, requeue{after: stampRecheck, reason: reasonStampWait}, err
+			return p, requeue{after: after, reason: reasonStampWait}, err
 		}
 	}
+	c.stampWaits = stampWaits{}
 	shards := p.ToCheck()
 	if len(shards) == 0 {
 		return p, requeue{}, nil

@@ -240,10 +240,32 @@ func TestRemovalWaitsUntilTheStampNoLongerNamesTheShard(t *testing.T) {
 			assert.Contains(t, st.Shards[1].Message, "resourceVersion 7")
 			assert.Contains(t, e.configMaps.enqueues, enqueued{Key: shardCM.String(), After: stampRecheck})
 
+			_, err = e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", forced))
+			require.NoError(t, err)
+			assert.Contains(t, e.configMaps.enqueues, enqueued{Key: shardCM.String(), After: 2 * stampRecheck}, "the second wait is longer")
+
 			gate.err = nil
 			_, err = e.c.onConfigMap(shardCM.String(), shardConfigMapObject("a", forced))
 			require.NoError(t, err)
 			assert.Len(t, e.deployments.requests(), 2, "both Deployments of b are deleted")
+			assert.Equal(t, stampWaits{}, e.c.stampWaits, "a wait that ended starts again from the shortest")
 		})
 	}
+}
+
+// A removal that waits for the stamp is checked again sooner at first,
+// then less often: a missing policy waits for an operator, and each check
+// is a dry-run create.
+func TestStampWaitsBackOffToAMinute(t *testing.T) {
+	var w stampWaits
+	var got []time.Duration
+	var news []bool
+	for _, why := range []string{"a", "a", "a", "a", "a", "a", "a", "b", "b"} {
+		after, n := w.wait(why)
+		got = append(got, after)
+		news = append(news, n)
+	}
+	s := time.Second
+	assert.Equal(t, []time.Duration{2 * s, 4 * s, 8 * s, 16 * s, 32 * s, time.Minute, time.Minute, time.Minute, time.Minute}, got)
+	assert.Equal(t, []bool{true, false, false, false, false, false, false, true, false}, news, "logged at info when it starts and when its reason changes")
 }

@@ -117,6 +117,11 @@ type Controller struct {
 	// lastStatusWrite paces the status writes.
 	lastStatusWrite time.Time
 
+	// stampWaits paces the rechecks of a removal that waits for the
+	// stamp. Only the reconcile uses it, and the workqueue never runs two
+	// reconciles of the one key at once.
+	stampWaits stampWaits
+
 	mu sync.Mutex
 	// now is the clock of the pacing and of failover; tests set it.
 	now func() time.Time
