@@ -416,6 +416,22 @@ func (b *browser) clickXPathWithin(xp string, d time.Duration) error {
 	return chromedp.Do(ctx, chromedp.WaitVisible(xp), chromedp.WaitEnabled(xp), chromedp.Click(xp))
 }
 
+// closeMainMenu closes Rancher's main menu if it is open. Open, it lies
+// over the page behind a glass pane that takes any click meant for the
+// page and only closes the menu (shell's components/nav/TopLevelMenu.vue).
+func (b *browser) closeMainMenu() error {
+	const open = `[data-testid="side-menu"].menu-open`
+	shown, err := eval[bool](b, `!!document.querySelector('`+open+`')`)
+	if err != nil || !shown {
+		return err
+	}
+	b.t.Log("Rancher's main menu is open over the page: closing it")
+	if err := b.click(`.side-menu-glass`); err != nil {
+		return fmt.Errorf("closing Rancher's main menu: %w", err)
+	}
+	return b.run(chromedp.WaitNotPresent(chromedp.CSS(open)))
+}
+
 // closeDialog closes the page's open dialog, if any, with its Close (or
 // Cancel) button, and waits until it is gone.
 func (b *browser) closeDialog() error {

@@ -210,14 +210,20 @@ func (s *story) installExtension() error {
 	// on the page loaded again (a navigation to the address shown would
 	// be no reload).
 	if err := s.b.retryFrom(s.b.reload, func() error {
-		if err := s.b.clickWithin(card+` [data-testid="item-card-header-action-menu"]`, 30*time.Second); err != nil {
+		if err := s.b.closeMainMenu(); err != nil {
 			return err
+		}
+		if err := s.b.clickWithin(card+` [data-testid="item-card-header-action-menu"]`, 30*time.Second); err != nil {
+			return fmt.Errorf("the card's menu: %w", err)
 		}
 		if err := s.b.clickXPathWithin(`//*[@dropdown-menu-item][normalize-space()="Install"]`, 10*time.Second); err != nil {
-			return err
+			return fmt.Errorf("the menu's Install: %w", err)
 		}
 		// A menu item clicked as the menu closed opens no dialog.
-		return s.b.clickWithin(`button[data-testid="install-ext-modal-install-btn"]`, 20*time.Second)
+		if err := s.b.clickWithin(`button[data-testid="install-ext-modal-install-btn"]`, 20*time.Second); err != nil {
+			return fmt.Errorf("the dialog's Install: %w", err)
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
